@@ -1,0 +1,18 @@
+# One image for web, worker and beat (see docker-compose.yml).
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 BERTH_DATA_DIR=/var/lib/berth
+WORKDIR /app
+COPY pyproject.toml constraints.txt README.md ./
+COPY controlplane controlplane
+COPY accounts accounts
+COPY queues queues
+COPY jobs jobs
+COPY frontend frontend
+COPY manage.py ./
+RUN pip install --no-cache-dir -c constraints.txt . \
+    && mkdir -p /var/lib/berth \
+    && useradd --system --home /var/lib/berth berth \
+    && chown berth /var/lib/berth
+USER berth
+EXPOSE 8000
+CMD ["gunicorn", "controlplane.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

@@ -1,0 +1,65 @@
+# Berth — the two commands are `make run` and `make test` (see README.md).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test check pytest install migrate seed worker beat fmt clean compose-config
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Berth needs Python 3.11 or newer; found " + sys.version.split()[0])'
+	@test -x $(PY) || { echo "==> creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "==> installing Berth and its tools into $(VENV) (first run takes a minute)"
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: $(STAMP)
+	@$(PY) manage.py migrate --noinput
+
+seed: migrate
+	@$(PY) manage.py seed_demo
+
+## make run: embedded Berth (SQLite, in-process tasks, simulated cluster) on http://$(HOST):$(PORT)
+run: seed
+	@echo "==> Berth is serving on http://$(HOST):$(PORT)/  (sign in with a demo login above; Ctrl-C stops)"
+	@$(PY) manage.py runserver $(HOST):$(PORT)
+
+## make test: quality gates, then the whole suite on real PostgreSQL and Redis
+test: $(STAMP)
+	@$(PY) scripts/test_services.py -- $(MAKE) --no-print-directory check pytest
+
+check: $(STAMP)
+	@echo "==> ruff"
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
+	@echo "==> mypy"
+	@$(VENV)/bin/mypy .
+	@echo "==> import contracts"
+	@$(VENV)/bin/lint-imports
+	@echo "==> migrations are up to date"
+	@$(PY) manage.py makemigrations --check --dry-run > /dev/null || { echo "models changed without a migration: run $(PY) manage.py makemigrations"; exit 1; }
+	@echo "==> docker-compose.yml"
+	@$(PY) scripts/compose_config.py docker-compose.yml
+
+pytest: $(STAMP)
+	@echo "==> pytest (PostgreSQL: $${DATABASE_URL:-unset}, Redis: $${REDIS_URL:-unset})"
+	@$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+worker: $(STAMP)
+	@$(VENV)/bin/celery -A controlplane worker --loglevel=info --pool=solo
+
+beat: $(STAMP)
+	@$(VENV)/bin/celery -A controlplane beat --loglevel=info
+
+fmt: $(STAMP)
+	@$(VENV)/bin/ruff check --fix .
+	@$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """A personal API token for scripts and the CLI.
+
+    Only a SHA-256 digest is stored; the token itself is shown once, when it is
+    created. Revoking keeps the row so the access log still names it.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="First characters, to recognise a token")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.user} / {self.name} ({self.prefix}…)"
+
+
+class AccessDenial(models.Model):
+    """A refused attempt: failed authentication or a forbidden action.
+
+    Append-only; pruned after ``BERTH_AUDIT_RETENTION_DAYS`` by a periodic task.
+    """
+
+    class Reason(models.TextChoices):
+        NOT_AUTHENTICATED = "not-authenticated"
+        BAD_CREDENTIALS = "bad-credentials"
+        FORBIDDEN = "forbidden"
+        LOGIN_FAILED = "login-failed"
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="access_denials",
+    )
+    username = models.CharField(max_length=150, blank=True, help_text="As given, even if unknown")
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    method = models.CharField(max_length=10, blank=True)
+    path = models.CharField(max_length=500, blank=True)
+    detail = models.CharField(max_length=500, blank=True)
+    remote_addr = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        who = self.username or "anonymous"
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {who} {self.reason} {self.method} {self.path}"

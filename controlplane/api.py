@@ -1,0 +1,110 @@
+"""API plumbing shared by every app: pagination and one error format.
+
+Every refused request answers with ``{"detail": ..., "errors": [{"field",
+"rule", "message"}]}`` for bad input (400), ``{"detail", "rule", "references"}``
+for conflicts (409/412), and DRF's ``{"detail"}`` otherwise. Field paths look
+like ``resource_groups[0].flavors[1].resources[0].lending_limit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import ProtectedError
+from rest_framework import exceptions, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from accounts.models import AccessDenial
+from accounts.services import record_access_denial
+from queues.errors import FieldError, PolicyConflict, PolicyInvalid
+from queues.services import StaleRevision
+
+
+class Pagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+def flatten_errors(detail: Any, path: str = "") -> list[FieldError]:
+    """DRF's nested error structure as a flat list of field paths."""
+    if isinstance(detail, dict):
+        result: list[FieldError] = []
+        for key, value in detail.items():
+            if isinstance(key, int):
+                child = f"{path}[{key}]"
+            elif key == "non_field_errors":
+                child = path
+            else:
+                child = f"{path}.{key}" if path else str(key)
+            result.extend(flatten_errors(value, child))
+        return result
+    if isinstance(detail, list):
+        if all(isinstance(item, str) for item in detail):
+            return [
+                FieldError(
+                    path or "non_field_errors",
+                    getattr(item, "code", "invalid") or "invalid",
+                    str(item),
+                )
+                for item in detail
+            ]
+        result = []
+        for index, item in enumerate(detail):
+            if item:
+                result.extend(flatten_errors(item, f"{path}[{index}]"))
+        return result
+    return [
+        FieldError(
+            path or "non_field_errors", getattr(detail, "code", "invalid") or "invalid", str(detail)
+        )
+    ]
+
+
+def invalid_response(errors: list[FieldError]) -> Response:
+    noun = "error" if len(errors) == 1 else "errors"
+    return Response(
+        {
+            "detail": f"Nothing was changed: {len(errors)} {noun} in the request.",
+            "errors": [error.as_dict() for error in errors],
+        },
+        status=status.HTTP_400_BAD_REQUEST,
+    )
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    request = context.get("request")
+    if isinstance(exc, PolicyInvalid):
+        return invalid_response(exc.errors)
+    if isinstance(exc, PolicyConflict):
+        code = (
+            status.HTTP_412_PRECONDITION_FAILED
+            if isinstance(exc, StaleRevision)
+            else status.HTTP_409_CONFLICT
+        )
+        return Response(
+            {"detail": exc.message, "rule": exc.rule, "references": exc.references}, status=code
+        )
+    if isinstance(exc, ProtectedError):
+        return Response(
+            {
+                "detail": "The object is still referenced; remove the references first.",
+                "rule": "in-use",
+                "references": {},
+            },
+            status=status.HTTP_409_CONFLICT,
+        )
+    if isinstance(exc, exceptions.ValidationError):
+        return invalid_response(flatten_errors(exc.detail))
+    if request is not None and isinstance(
+        exc,
+        exceptions.NotAuthenticated | exceptions.AuthenticationFailed | exceptions.PermissionDenied,
+    ):
+        reason = {
+            exceptions.NotAuthenticated: AccessDenial.Reason.NOT_AUTHENTICATED,
+            exceptions.AuthenticationFailed: AccessDenial.Reason.BAD_CREDENTIALS,
+        }.get(type(exc), AccessDenial.Reason.FORBIDDEN)
+        record_access_denial(request, reason=reason, detail=str(exc.detail))
+    return drf_exception_handler(exc, context)

@@ -1,0 +1,203 @@
+"""Django settings for Berth, read from environment variables.
+
+With no variables set Berth runs *embedded*: SQLite under the data dir, Celery
+tasks run in-process, and the simulated cluster backend. Every variable is
+documented in README.md ("Settings"). A bad value raises ``ConfigError`` naming
+the variable; ``manage.py`` turns that into a one-line message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from controlplane.env import ConfigError, Env, parse_broker_url, parse_database_url
+
+env = Env(os.environ)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env.text("BERTH_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+
+CLUSTER_BACKENDS = ("simulated", "kubernetes")
+BERTH_CLUSTER = env.choice("BERTH_CLUSTER", "simulated", CLUSTER_BACKENDS)
+# Read by the kubernetes backend; empty means in-cluster config, then ~/.kube/config.
+BERTH_KUBE_CONTEXT = env.text("BERTH_KUBE_CONTEXT", "")
+
+DEBUG = env.flag("BERTH_DEBUG", False)
+ALLOWED_HOSTS = env.items("BERTH_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.items("BERTH_CSRF_TRUSTED_ORIGINS", [])
+LOG_LEVEL = env.choice(
+    "BERTH_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
+).upper()
+BERTH_AUDIT_RETENTION_DAYS = env.number("BERTH_AUDIT_RETENTION_DAYS", 90, minimum=1)
+
+
+def _data_dir() -> Path:
+    try:
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"BERTH_DATA_DIR={str(DATA_DIR)!r} cannot be created ({exc.strerror}); "
+            "point it at a writable directory"
+        ) from exc
+    return DATA_DIR
+
+
+def _secret_key() -> str:
+    """BERTH_SECRET_KEY(_FILE), else a key generated once and kept in the data dir."""
+    configured = env.raw("BERTH_SECRET_KEY")
+    if configured is not None:
+        if len(configured) < 32:
+            raise ConfigError("BERTH_SECRET_KEY is too short: use at least 32 random characters")
+        return configured
+    key_file = _data_dir() / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50), encoding="utf-8")
+        key_file.chmod(0o600)
+    return key_file.read_text(encoding="utf-8").strip()
+
+
+SECRET_KEY = _secret_key()
+
+_database_url = env.raw("DATABASE_URL")
+if _database_url is None:
+    _database_url = f"sqlite:///{_data_dir() / 'berth.sqlite3'}"
+DATABASES = {"default": parse_database_url("DATABASE_URL", _database_url)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "accounts",
+    "queues",
+    "jobs",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+WSGI_APPLICATION = "controlplane.wsgi.application"
+ASGI_APPLICATION = "controlplane.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+# Serve app static files straight from the installed packages, so the embedded
+# mode needs no collectstatic step and plotly/swagger assets never come from a CDN.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First, so that an anonymous request is answered 401 with WWW-Authenticate.
+        "accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "controlplane.api.Pagination",
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "controlplane.api.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Berth API",
+    "DESCRIPTION": (
+        "Policy (teams, flavors, cohorts, quotas, priorities, queue classes) for a shared "
+        "GPU cluster run by Kueue. Authenticate with a session or `Authorization: Bearer <token>`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {},
+}
+
+# Celery. No broker configured means embedded: tasks run in-process, eagerly.
+_broker = env.raw("CELERY_BROKER_URL")
+CELERY_EMBEDDED = not _broker
+CELERY_BROKER_URL = parse_broker_url("CELERY_BROKER_URL", _broker) if _broker else "memory://"
+CELERY_TASK_ALWAYS_EAGER = CELERY_EMBEDDED
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Above the longest task, so Redis does not hand a running task to a second worker.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 60 * 60}
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "prune-access-denials": {
+        "task": "accounts.tasks.prune_access_denials",
+        "schedule": 6 * 60 * 60,
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from controlplane import health
+from frontend import views as frontend_views
+
+admin.site.site_header = "Berth administration"
+admin.site.site_title = "Berth"
+admin.site.index_title = "Policy, people and audit"
+
+urlpatterns = [
+    path("", frontend_views.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("queues.api.urls")),
+    path("api/v1/", include("accounts.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api-auth/", include("rest_framework.urls")),
+    path("healthz", health.healthz, name="healthz"),
+]

@@ -1,0 +1,28 @@
+#!/usr/bin/env python
+"""Berth's command-line entry point for Django management commands."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    from controlplane.env import ConfigError
+
+    try:
+        # Load settings now, so a bad environment variable stops here with one
+        # clear line instead of a traceback from deep inside Django.
+        import controlplane.settings  # noqa: F401
+    except ConfigError as exc:
+        sys.stderr.write(f"berth: configuration error: {exc}\n")
+        sys.exit(2)
+
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from queues.api import me, views
+
+router = DefaultRouter()
+router.register("teams", views.TeamViewSet, basename="team")
+router.register("resource-flavors", views.ResourceFlavorViewSet, basename="resource-flavor")
+router.register("cohorts", views.CohortViewSet, basename="cohort")
+router.register("cluster-queues", views.ClusterQueueViewSet, basename="cluster-queue")
+router.register("local-queues", views.LocalQueueViewSet, basename="local-queue")
+router.register("priority-classes", views.PriorityClassViewSet, basename="priority-class")
+router.register("queue-classes", views.QueueClassViewSet, basename="queue-class")
+router.register("policy/history", views.PolicyHistoryViewSet, basename="policy-change")
+
+urlpatterns = [path("me/", me.MeView.as_view(), name="me"), *router.urls]

@@ -1,0 +1,22 @@
+"""The policy domain: who may use which GPUs, how much, and with what priority."""
+
+from queues.models.classes import QueueClass, WorkloadPriorityClass
+from queues.models.cohorts import Cohort
+from queues.models.flavors import ResourceFlavor
+from queues.models.history import PolicyChange
+from queues.models.queues import ClusterQueue, LocalQueue, Quota
+from queues.models.teams import Team, TeamMembership, TeamNamespace
+
+__all__ = [
+    "ClusterQueue",
+    "Cohort",
+    "LocalQueue",
+    "PolicyChange",
+    "QueueClass",
+    "Quota",
+    "ResourceFlavor",
+    "Team",
+    "TeamMembership",
+    "TeamNamespace",
+    "WorkloadPriorityClass",
+]

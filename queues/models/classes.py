@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from django.db import models
+
+from queues.choices import (
+    BorrowWithinCohortPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    WithinClusterQueue,
+)
+from queues.models.base import PolicyObject
+
+
+class WorkloadPriorityClass(PolicyObject):
+    """A priority jobs name with ``kueue.x-k8s.io/priority-class``."""
+
+    name = models.CharField(max_length=253, unique=True)
+    value = models.IntegerField(help_text="Higher wins; 32-bit signed integer")
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-value", "name"]
+        verbose_name = "workload priority class"
+        verbose_name_plural = "workload priority classes"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"
+
+
+class QueueClass(PolicyObject):
+    """A template for how a ClusterQueue behaves and what jobs in it must carry.
+
+    A ClusterQueue of this class takes the strategy and preemption defaults below
+    unless it sets its own; the job rules (checkpoint, approval, gang, limits) are
+    enforced on submission.
+    """
+
+    name = models.CharField(max_length=63, unique=True)
+    description = models.TextField(blank=True)
+    queueing_strategy = models.CharField(
+        max_length=32, choices=QueueingStrategy.choices, default=QueueingStrategy.BEST_EFFORT_FIFO
+    )
+    within_cluster_queue = models.CharField(
+        max_length=32, choices=WithinClusterQueue.choices, default=WithinClusterQueue.NEVER
+    )
+    reclaim_within_cohort = models.CharField(
+        max_length=32, choices=ReclaimWithinCohort.choices, default=ReclaimWithinCohort.NEVER
+    )
+    borrow_within_cohort_policy = models.CharField(
+        max_length=32,
+        choices=BorrowWithinCohortPolicy.choices,
+        default=BorrowWithinCohortPolicy.NEVER,
+    )
+    default_priority_class = models.ForeignKey(
+        WorkloadPriorityClass,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="queue_classes",
+    )
+    requires_checkpoint = models.BooleanField(default=False)
+    requires_approval = models.BooleanField(default=False)
+    gang_required = models.BooleanField(default=False)
+    spot_allowed = models.BooleanField(default=False)
+    max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)
+    max_retries = models.PositiveSmallIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "queue classes"
+
+    def __str__(self) -> str:
+        return self.name

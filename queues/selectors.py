@@ -1,0 +1,85 @@
+"""Policy reads: querysets shaped for the API, the admin and (later) the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from accounts.roles import is_platform_admin
+from queues.choices import PolicyKind, TeamRole
+from queues.models import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    PolicyChange,
+    QueueClass,
+    Quota,
+    ResourceFlavor,
+    Team,
+    TeamMembership,
+    WorkloadPriorityClass,
+)
+
+_QUOTAS = Prefetch("quotas", queryset=Quota.objects.select_related("flavor"))
+
+
+def teams() -> QuerySet[Team]:
+    return Team.objects.prefetch_related("namespaces")
+
+
+def resource_flavors() -> QuerySet[ResourceFlavor]:
+    return ResourceFlavor.objects.all()
+
+
+def cohorts() -> QuerySet[Cohort]:
+    return Cohort.objects.select_related("parent").prefetch_related(_QUOTAS)
+
+
+def cluster_queues() -> QuerySet[ClusterQueue]:
+    return ClusterQueue.objects.select_related(
+        "team", "cohort", "queue_class", "default_priority_class"
+    ).prefetch_related(_QUOTAS)
+
+
+def local_queues() -> QuerySet[LocalQueue]:
+    return LocalQueue.objects.select_related("namespace__team", "cluster_queue")
+
+
+def priority_classes() -> QuerySet[WorkloadPriorityClass]:
+    return WorkloadPriorityClass.objects.all()
+
+
+def queue_classes() -> QuerySet[QueueClass]:
+    return QueueClass.objects.select_related("default_priority_class")
+
+
+def team_ids_of(user: Any, *, roles: tuple[str, ...] = tuple(TeamRole.values)) -> set[int]:
+    """The teams in which ``user`` holds one of ``roles``."""
+    if not getattr(user, "is_authenticated", False):
+        return set()
+    return set(
+        TeamMembership.objects.filter(user=user, role__in=roles).values_list("team_id", flat=True)
+    )
+
+
+def private_teams_for(user: Any) -> QuerySet[Team]:
+    """Teams whose private parts (members, later jobs) ``user`` may see: their own
+    teams, or all of them for a platform admin."""
+    if is_platform_admin(user):
+        return Team.objects.all()
+    return Team.objects.filter(pk__in=team_ids_of(user))
+
+
+def memberships_of(team: Team) -> QuerySet[TeamMembership]:
+    return team.memberships.select_related("user").order_by("user__username", "role")
+
+
+def history_for(user: Any) -> QuerySet[PolicyChange]:
+    """Policy history ``user`` may read: everything for admins; for others every
+    public change plus membership changes of their own teams."""
+    changes = PolicyChange.objects.select_related("actor")
+    if is_platform_admin(user):
+        return changes
+    own_slugs = list(Team.objects.filter(pk__in=team_ids_of(user)).values_list("slug", flat=True))
+    return changes.filter(~Q(kind=PolicyKind.TEAM_MEMBERSHIP) | Q(team_slug__in=own_slugs))

@@ -1,0 +1,174 @@
+"""Writes for ClusterQueues and their quotas."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from queues import rules, snapshots
+from queues.choices import (
+    BorrowWithinCohortPolicy,
+    FungibilityAction,
+    FungibilityPreference,
+    PolicyKind,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    StopPolicy,
+    WithinClusterQueue,
+)
+from queues.errors import FieldError, PolicyConflict
+from queues.models import ClusterQueue, Cohort, QueueClass, Team, WorkloadPriorityClass
+from queues.services.classes import preemption_choice_errors
+from queues.services.common import choice_errors, immutable_errors, required_errors, resolve
+from queues.services.kinds import PolicyKindService, save_fields
+from queues.services.local_queues import remove_generated_local_queues, sync_generated_local_queues
+from queues.services.quotas import replace_quotas, resource_group_errors
+
+# The fields a queue class supplies when the queue leaves them empty.
+CLASS_CONTROLLED = {
+    "queueing_strategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
+    "within_cluster_queue": WithinClusterQueue.NEVER.value,
+    "reclaim_within_cohort": ReclaimWithinCohort.NEVER.value,
+    "borrow_within_cohort_policy": BorrowWithinCohortPolicy.NEVER.value,
+}
+
+DEFAULTS: dict[str, Any] = {
+    "name": None,
+    "description": "",
+    "team": None,
+    "cohort": None,
+    "queue_class": None,
+    "default_priority_class": None,
+    **dict.fromkeys(CLASS_CONTROLLED),
+    "borrow_within_cohort_max_priority_threshold": None,
+    "fair_sharing_weight": "1",
+    "when_can_borrow": FungibilityAction.MAY_STOP_SEARCH.value,
+    "when_can_preempt": FungibilityAction.TRY_NEXT_FLAVOR.value,
+    "flavor_fungibility_preference": FungibilityPreference.NONE.value,
+    "stop_policy": StopPolicy.NONE.value,
+    "resource_groups": [],
+}
+
+
+def _complete(spec: dict[str, Any]) -> dict[str, Any]:
+    """Fill queueing and preemption fields left empty from the queue class."""
+    queue_class = (
+        QueueClass.objects.filter(name=spec["queue_class"]).first() if spec["queue_class"] else None
+    )
+    for field, fallback in CLASS_CONTROLLED.items():
+        if spec.get(field) in (None, ""):
+            spec[field] = getattr(queue_class, field) if queue_class else fallback
+    return spec
+
+
+def _validate(spec: dict[str, Any], existing: ClusterQueue | None) -> list[FieldError]:
+    errors = required_errors(spec, ["name"])
+    if errors:
+        return errors
+    # A label, not a subdomain: Berth names the LocalQueues it generates after the
+    # queue, and jobs carry that name in a label value (at most 63 characters).
+    errors += rules.name_errors("name", spec["name"], kind="label")
+    if existing is not None:
+        errors += immutable_errors(
+            "name",
+            existing.name,
+            spec["name"],
+            "Kubernetes object names are fixed; create a new queue instead",
+        )
+    elif ClusterQueue.objects.filter(name=spec["name"]).exists():
+        errors.append(
+            FieldError("name", "unique", f"a cluster queue named {spec['name']!r} exists")
+        )
+    team = resolve(Team, "team", spec["team"], errors, lookup="slug")
+    if existing is not None and team is not None:
+        stranded = sorted(
+            str(lq)
+            for lq in existing.local_queues.filter(generated=False).exclude(namespace__team=team)
+        )
+        if stranded:
+            errors.append(
+                FieldError(
+                    "team",
+                    "namespace-not-admitted",
+                    f"local queue(s) {', '.join(stranded)} point at this queue from "
+                    f"namespaces team {team.slug!r} does not own; repoint them first",
+                )
+            )
+    resolve(Cohort, "cohort", spec["cohort"], errors)
+    resolve(QueueClass, "queue_class", spec["queue_class"], errors)
+    resolve(WorkloadPriorityClass, "default_priority_class", spec["default_priority_class"], errors)
+    errors += preemption_choice_errors(spec)
+    errors += choice_errors("when_can_borrow", spec["when_can_borrow"], FungibilityAction)
+    errors += choice_errors("when_can_preempt", spec["when_can_preempt"], FungibilityAction)
+    errors += choice_errors(
+        "flavor_fungibility_preference",
+        spec["flavor_fungibility_preference"],
+        FungibilityPreference,
+    )
+    errors += choice_errors("stop_policy", spec["stop_policy"], StopPolicy)
+    errors += rules.preemption_errors(
+        reclaim_within_cohort=spec["reclaim_within_cohort"],
+        borrow_within_cohort_policy=spec["borrow_within_cohort_policy"],
+        max_priority_threshold=spec["borrow_within_cohort_max_priority_threshold"],
+    )
+    errors += rules.fungibility_errors(
+        when_can_borrow=spec["when_can_borrow"],
+        when_can_preempt=spec["when_can_preempt"],
+        preference=spec["flavor_fungibility_preference"],
+    )
+    _, weight_errors = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
+    errors += weight_errors
+    _, group_errors = resource_group_errors(
+        spec["resource_groups"], has_parent=spec["cohort"] is not None, owner="cluster queue"
+    )
+    return errors + group_errors
+
+
+def _write(spec: dict[str, Any], existing: ClusterQueue | None, actor: Any) -> ClusterQueue:
+    weight, _ = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
+    groups, _ = resource_group_errors(
+        spec["resource_groups"], has_parent=spec["cohort"] is not None, owner="cluster queue"
+    )
+    fields = {key: value for key, value in spec.items() if key != "resource_groups"}
+    fields["team"] = Team.objects.get(slug=spec["team"]) if spec["team"] else None
+    fields["cohort"] = Cohort.objects.get(name=spec["cohort"]) if spec["cohort"] else None
+    fields["queue_class"] = (
+        QueueClass.objects.get(name=spec["queue_class"]) if spec["queue_class"] else None
+    )
+    fields["default_priority_class"] = (
+        WorkloadPriorityClass.objects.get(name=spec["default_priority_class"])
+        if spec["default_priority_class"]
+        else None
+    )
+    fields["fair_sharing_weight"] = weight if weight is not None else Decimal(1)
+    queue = save_fields(existing or ClusterQueue(), fields, list(fields), is_new=existing is None)
+    replace_quotas(queue, groups)
+    return queue
+
+
+def _delete_blocker(queue: ClusterQueue) -> PolicyConflict | None:
+    manual = sorted(str(lq) for lq in queue.local_queues.filter(generated=False))
+    if not manual:
+        return None
+    return PolicyConflict(
+        f"cluster queue {queue.name!r} is the target of local queue(s) {', '.join(manual)} "
+        "that an admin created; delete or repoint them first",
+        "in-use",
+        {"local_queues": manual},
+    )
+
+
+cluster_queues: PolicyKindService[ClusterQueue] = PolicyKindService(
+    kind=PolicyKind.CLUSTER_QUEUE,
+    defaults=DEFAULTS,
+    snapshot=snapshots.cluster_queue,
+    validate=_validate,
+    write=_write,
+    delete_blocker=_delete_blocker,
+    object_name=lambda queue: queue.name,
+    complete=_complete,
+    after_change=sync_generated_local_queues,
+    before_delete=lambda queue, actor: remove_generated_local_queues(
+        actor, queue.local_queues.filter(generated=True)
+    ),
+)

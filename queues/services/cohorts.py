@@ -1,0 +1,116 @@
+"""Writes for Cohorts, the lending tree."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from queues import rules, snapshots
+from queues.choices import PolicyKind
+from queues.errors import FieldError, PolicyConflict
+from queues.models import Cohort
+from queues.services.common import immutable_errors, required_errors, resolve
+from queues.services.kinds import PolicyKindService, save_fields
+from queues.services.quotas import replace_quotas, resource_group_errors
+
+DEFAULTS: dict[str, Any] = {
+    "name": None,
+    "description": "",
+    "parent": None,
+    "fair_sharing_weight": "1",
+    "resource_groups": [],
+}
+
+
+def cycle_path(cohort: Cohort, new_parent: Cohort) -> list[str] | None:
+    """The names around the loop if ``cohort`` took ``new_parent``, else None."""
+    path = [cohort.name]
+    node: Cohort | None = new_parent
+    seen: set[int] = set()
+    while node is not None and node.pk not in seen:
+        path.append(node.name)
+        if node.pk == cohort.pk:
+            return path
+        seen.add(node.pk)
+        node = node.parent
+    return None
+
+
+def _validate(spec: dict[str, Any], existing: Cohort | None) -> list[FieldError]:
+    errors = required_errors(spec, ["name"])
+    if errors:
+        return errors
+    errors += rules.name_errors("name", spec["name"])
+    if existing is not None:
+        errors += immutable_errors(
+            "name",
+            existing.name,
+            spec["name"],
+            "Kubernetes object names are fixed; create a new cohort instead",
+        )
+    elif Cohort.objects.filter(name=spec["name"]).exists():
+        errors.append(FieldError("name", "unique", f"a cohort named {spec['name']!r} exists"))
+    if spec["parent"] is not None and spec["parent"] == spec["name"]:
+        errors.append(
+            FieldError("parent", "cohort-cycle", f"{spec['name']!r} cannot be its own parent")
+        )
+    else:
+        parent = resolve(Cohort, "parent", spec["parent"], errors)
+        if parent is not None and existing is not None:
+            loop = cycle_path(existing, parent)
+            if loop:
+                errors.append(
+                    FieldError(
+                        "parent",
+                        "cohort-cycle",
+                        f"{spec['parent']!r} would make a cycle: {' → '.join(loop)}; "
+                        "cohorts must form a tree",
+                    )
+                )
+    _, weight_errors = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
+    errors += weight_errors
+    _, group_errors = resource_group_errors(
+        spec["resource_groups"], has_parent=spec["parent"] is not None, owner="cohort"
+    )
+    return errors + group_errors
+
+
+def _write(spec: dict[str, Any], existing: Cohort | None, actor: Any) -> Cohort:
+    weight, _ = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
+    groups, _ = resource_group_errors(
+        spec["resource_groups"], has_parent=spec["parent"] is not None, owner="cohort"
+    )
+    fields = {
+        "name": spec["name"],
+        "description": spec["description"],
+        "parent": Cohort.objects.get(name=spec["parent"]) if spec["parent"] else None,
+        "fair_sharing_weight": weight if weight is not None else Decimal(1),
+    }
+    cohort = save_fields(existing or Cohort(), fields, list(fields), is_new=existing is None)
+    replace_quotas(cohort, groups)
+    return cohort
+
+
+def _delete_blocker(cohort: Cohort) -> PolicyConflict | None:
+    children = sorted(cohort.children.values_list("name", flat=True))
+    queues = sorted(cohort.cluster_queues.values_list("name", flat=True))
+    if not children and not queues:
+        return None
+    users = [*(f"cohort {c}" for c in children), *(f"cluster queue {q}" for q in queues)]
+    return PolicyConflict(
+        f"cohort {cohort.name!r} still has members: {', '.join(users)}; "
+        "move them to another cohort first",
+        "in-use",
+        {k: v for k, v in (("cohorts", children), ("cluster_queues", queues)) if v},
+    )
+
+
+cohorts: PolicyKindService[Cohort] = PolicyKindService(
+    kind=PolicyKind.COHORT,
+    defaults=DEFAULTS,
+    snapshot=snapshots.cohort,
+    validate=_validate,
+    write=_write,
+    delete_blocker=_delete_blocker,
+    object_name=lambda cohort: cohort.name,
+)

@@ -1,0 +1,150 @@
+"""Shared machinery of the policy services: one write lock, history, references."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from django.db import connection, models, transaction
+
+from queues.choices import ChangeAction
+from queues.errors import FieldError, PolicyConflict
+from queues.models import PolicyChange
+
+# One advisory lock serialises policy writes across processes: policy edits are
+# rare, and whole-tree invariants (no cohort cycle, generated LocalQueues in step
+# with teams and queues) then hold without reasoning about interleavings.
+POLICY_LOCK_KEY = zlib.crc32(b"berth.policy.write")
+
+M = TypeVar("M", bound=models.Model)
+
+
+class StaleRevision(PolicyConflict):
+    """The client edited an older revision than the one stored (If-Match failed)."""
+
+
+@contextmanager
+def policy_write() -> Iterator[None]:
+    """A transaction holding the policy write lock (PostgreSQL advisory lock;
+    SQLite already allows one writer at a time)."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [POLICY_LOCK_KEY])
+        yield
+
+
+def record_change(
+    *,
+    actor: Any,
+    kind: str,
+    object_name: str,
+    action: ChangeAction,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    team_slug: str = "",
+) -> PolicyChange | None:
+    """Append one history entry; an update that changed nothing records nothing."""
+    if action == ChangeAction.UPDATED and before == after:
+        return None
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    return PolicyChange.objects.create(
+        actor=user,
+        actor_username=user.get_username() if user else "system",
+        kind=kind,
+        object_name=object_name,
+        action=action,
+        team_slug=team_slug,
+        before=dict(before) if before is not None else None,
+        after=dict(after) if after is not None else None,
+    )
+
+
+def check_revision(obj: Any, expected: int | None) -> None:
+    if expected is not None and expected != obj.revision:
+        raise StaleRevision(
+            f"{obj} is at revision {obj.revision}, but the change was made to revision "
+            f"{expected}; reload it and apply your change again",
+            "stale-revision",
+        )
+
+
+def bump_revision(obj: Any) -> None:
+    obj.revision = obj.revision + 1
+
+
+def merge(current: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(current)
+    merged.update(changes)
+    return merged
+
+
+def unknown_field_errors(data: Mapping[str, Any], known: Mapping[str, Any]) -> list[FieldError]:
+    return [
+        FieldError(
+            key,
+            "unknown-field",
+            f"is not a field of this object; known fields: {', '.join(sorted(known))}",
+        )
+        for key in data
+        if key not in known
+    ]
+
+
+def choice_errors(field: str, value: Any, choices: type[models.TextChoices]) -> list[FieldError]:
+    if value in choices.values:
+        return []
+    allowed = ", ".join(repr(v) if v == "" else v for v in choices.values)
+    return [
+        FieldError(field, "unsupported-value", f"{value!r} is not supported: use one of {allowed}")
+    ]
+
+
+def resolve(
+    model: type[M], field: str, value: Any, errors: list[FieldError], *, lookup: str = "name"
+) -> M | None:
+    """The object ``value`` names, or None (with an error if a name was given)."""
+    if value in (None, ""):
+        return None
+    found = model._default_manager.filter(**{lookup: value}).first()
+    if found is None:
+        label = model._meta.verbose_name
+        errors.append(
+            FieldError(field, "unknown-reference", f"there is no {label} named {value!r}")
+        )
+    return found
+
+
+def immutable_errors(field: str, old: Any, new: Any, why: str) -> list[FieldError]:
+    if old == new:
+        return []
+    return [FieldError(field, "immutable", f"cannot change from {old!r} to {new!r}: {why}")]
+
+
+def referenced_by(label: str, names: list[str]) -> dict[str, list[str]]:
+    return {label: sorted(names)} if names else {}
+
+
+def with_defaults(data: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with every missing field set to a fresh copy of its default."""
+    spec = {key: _fresh(value) for key, value in defaults.items()}
+    spec.update(data)
+    return spec
+
+
+def _fresh(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value
+
+
+def required_errors(spec: Mapping[str, Any], fields: list[str]) -> list[FieldError]:
+    return [
+        FieldError(field, "required", "is required")
+        for field in fields
+        if spec.get(field) in (None, "")
+    ]

@@ -1,0 +1,87 @@
+"""Writes for ResourceFlavors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from queues import rules, snapshots
+from queues.choices import CapacityType, PolicyKind
+from queues.errors import FieldError, PolicyConflict
+from queues.models import ResourceFlavor
+from queues.services.common import choice_errors, immutable_errors, required_errors
+from queues.services.kinds import PolicyKindService, save_fields
+
+DEFAULTS: dict[str, Any] = {
+    "name": None,
+    "description": "",
+    "node_labels": {},
+    "node_taints": [],
+    "tolerations": [],
+    "capacity_type": CapacityType.ON_DEMAND.value,
+    "topology_name": "",
+}
+
+
+def _validate(spec: dict[str, Any], existing: ResourceFlavor | None) -> list[FieldError]:
+    errors = required_errors(spec, ["name"])
+    if errors:
+        return errors
+    errors += rules.name_errors("name", spec["name"])
+    if existing is not None:
+        errors += immutable_errors(
+            "name",
+            existing.name,
+            spec["name"],
+            "Kubernetes object names are fixed; create a new flavor instead",
+        )
+        if existing.topology_name:
+            # Kueue's CRD freezes these once a topology is set.
+            for field in ("topology_name", "node_labels", "tolerations"):
+                errors += immutable_errors(
+                    field,
+                    getattr(existing, field),
+                    spec[field],
+                    "Kueue does not allow it to change once topology_name is set",
+                )
+    elif ResourceFlavor.objects.filter(name=spec["name"]).exists():
+        errors.append(
+            FieldError("name", "unique", f"a resource flavor named {spec['name']!r} exists")
+        )
+    errors += rules.node_label_errors("node_labels", spec["node_labels"])
+    errors += rules.node_taint_errors("node_taints", spec["node_taints"])
+    errors += rules.toleration_errors("tolerations", spec["tolerations"])
+    errors += choice_errors("capacity_type", spec["capacity_type"], CapacityType)
+    if isinstance(spec["node_labels"], Mapping):
+        errors += rules.topology_errors(spec["topology_name"], spec["node_labels"])
+    return errors
+
+
+def _write(spec: dict[str, Any], existing: ResourceFlavor | None, actor: Any) -> ResourceFlavor:
+    return save_fields(existing or ResourceFlavor(), spec, list(DEFAULTS), is_new=existing is None)
+
+
+def _delete_blocker(flavor: ResourceFlavor) -> PolicyConflict | None:
+    quotas = flavor.quotas.select_related("cluster_queue", "cohort")
+    queues = sorted({q.cluster_queue.name for q in quotas if q.cluster_queue})
+    cohorts = sorted({q.cohort.name for q in quotas if q.cohort})
+    if not queues and not cohorts:
+        return None
+    users = [*(f"cluster queue {q}" for q in queues), *(f"cohort {c}" for c in cohorts)]
+    return PolicyConflict(
+        f"flavor {flavor.name!r} still has quota in {', '.join(users)}; "
+        "remove it from their resource groups first",
+        "in-use",
+        {k: v for k, v in (("cluster_queues", queues), ("cohorts", cohorts)) if v},
+    )
+
+
+resource_flavors: PolicyKindService[ResourceFlavor] = PolicyKindService(
+    kind=PolicyKind.RESOURCE_FLAVOR,
+    defaults=DEFAULTS,
+    snapshot=snapshots.resource_flavor,
+    validate=_validate,
+    write=_write,
+    delete_blocker=_delete_blocker,
+    object_name=lambda flavor: flavor.name,
+)

@@ -1,0 +1,40 @@
+"""Shared fixtures. The suite runs on PostgreSQL (``make test`` provides one);
+it refuses to start on anything else rather than silently testing SQLite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from tests import factories
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine:
+        pytest.exit(
+            "Berth's tests run on PostgreSQL, but DATABASE_URL is not set (the embedded "
+            "SQLite default is for `make run` only). Run `make test`, which starts one, or set "
+            "DATABASE_URL=postgresql://user@host:5432/db.",
+            returncode=3,
+        )
+
+
+@pytest.fixture
+def users(db: Any) -> dict[str, Any]:
+    """One user per role, around two teams (alpha, beta)."""
+    return factories.role_users()
+
+
+@pytest.fixture
+def clients(users: dict[str, Any]) -> dict[str, APIClient]:
+    """An API client per role, authenticated with a real API token (anonymous has none)."""
+    return {role: factories.token_client(user) for role, user in users.items()}
+
+
+@pytest.fixture
+def admin_client(clients: dict[str, APIClient]) -> APIClient:
+    return clients["admin"]
