@@ -129,6 +129,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# WhiteNoise warns about a missing STATIC_ROOT even when it serves from finders.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Serve app static files straight from the installed packages, so the embedded
 # mode needs no collectstatic step and plotly/swagger assets never come from a CDN.
 WHITENOISE_USE_FINDERS = True
