@@ -8,4 +8,6 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts, tokens and access log"
 
     def ready(self) -> None:
-        from accounts import signals  # noqa: F401  (connects the login-failure receiver)
+        # Imported for their side effects: the login-failure receiver and the
+        # OpenAPI description of token authentication.
+        from accounts import schema, signals  # noqa: F401

@@ -168,7 +168,21 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {},
+    # One schema name per choice set, whichever serializer uses it.
+    "ENUM_NAME_OVERRIDES": {
+        name: f"queues.choices.{name}"
+        for name in (
+            "CapacityType",
+            "QueueingStrategy",
+            "WithinClusterQueue",
+            "ReclaimWithinCohort",
+            "BorrowWithinCohortPolicy",
+            "FungibilityAction",
+            "FungibilityPreference",
+            "StopPolicy",
+            "TeamRole",
+        )
+    },
 }
 
 # Celery. No broker configured means embedded: tasks run in-process, eagerly.

@@ -61,7 +61,7 @@ class NamespaceInline(ReadOnlyInline):
 
 class MembershipInline(ReadOnlyInline):
     model = TeamMembership
-    fields = ["user", "role", "created_at"]
+    fields = readonly_fields = ("user", "role", "created_at")
 
 
 @admin.register(Team)

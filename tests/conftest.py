@@ -3,6 +3,7 @@ it refuses to start on anything else rather than silently testing SQLite."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -13,7 +14,11 @@ from tests import factories
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    engine = settings.DATABASES["default"]["ENGINE"]
+    database = settings.DATABASES["default"]
+    # One test database per run, so two runs against one server (a developer's and
+    # CI's, or two terminals) never drop each other's database.
+    database.setdefault("TEST", {})["NAME"] = f"test_berth_{os.getpid()}"
+    engine = database["ENGINE"]
     if "postgresql" not in engine:
         pytest.exit(
             "Berth's tests run on PostgreSQL, but DATABASE_URL is not set (the embedded "

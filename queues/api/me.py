@@ -14,7 +14,7 @@ from accounts.roles import is_global_approver, is_platform_admin
 from queues.models import TeamMembership
 
 
-class TeamRoleSerializer(serializers.Serializer):
+class MyTeamRoleSerializer(serializers.Serializer):
     team = serializers.CharField()
     role = serializers.CharField()
 
@@ -23,7 +23,7 @@ class MeSerializer(serializers.Serializer):
     username = serializers.CharField()
     is_platform_admin = serializers.BooleanField()
     is_global_approver = serializers.BooleanField()
-    teams = TeamRoleSerializer(many=True)
+    teams = MyTeamRoleSerializer(many=True)
 
 
 class MeView(APIView):

@@ -31,23 +31,34 @@ def test_seed_builds_the_demo_organisation() -> None:
     assert gpus == {"h100-ondemand": 48, "h100-spot": 16}
     by_queue = {q.name: q for q in ClusterQueue.objects.select_related("team", "cohort")}
     assert {name: (q.team.slug if q.team else None) for name, q in by_queue.items()} == {
-        "research": "research", "serving": "serving", "platform": "platform",
+        "research": "research",
+        "serving": "serving",
+        "platform": "platform",
         "urgent-release": None,
     }
     assert {q.cohort.name for q in by_queue.values() if q.cohort} == {"ai-shared"}
     # The shared urgent queue is reachable from every team namespace.
-    assert set(LocalQueue.objects.filter(name="urgent-release").values_list(
-        "namespace__name", flat=True)) == {"research", "serving", "platform"}
+    assert set(
+        LocalQueue.objects.filter(name="urgent-release").values_list("namespace__name", flat=True)
+    ) == {"research", "serving", "platform"}
 
 
 def test_seed_is_idempotent() -> None:
     seed()
-    counts = (ClusterQueue.objects.count(), Quota.objects.count(), LocalQueue.objects.count(),
-              PolicyChange.objects.count())
+    counts = (
+        ClusterQueue.objects.count(),
+        Quota.objects.count(),
+        LocalQueue.objects.count(),
+        PolicyChange.objects.count(),
+    )
     output = seed()
     assert "(0 object(s) created" in output
-    assert counts == (ClusterQueue.objects.count(), Quota.objects.count(),
-                      LocalQueue.objects.count(), PolicyChange.objects.count())
+    assert counts == (
+        ClusterQueue.objects.count(),
+        Quota.objects.count(),
+        LocalQueue.objects.count(),
+        PolicyChange.objects.count(),
+    )
 
 
 def guaranteed_and_borrowable(queue: dict[str, Any]) -> tuple[int, int]:
@@ -79,7 +90,10 @@ def test_cluster_queues_api_shows_quotas_in_kubernetes_notation() -> None:
         {"name": GPU, "nominal_quota": "24", "borrowing_limit": "8"},
     ]
     assert {name: guaranteed_and_borrowable(q) for name, q in queues.items()} == {
-        "research": (32, 16), "serving": (16, 16), "platform": (8, 24), "urgent-release": (8, 0),
+        "research": (32, 16),
+        "serving": (16, 16),
+        "platform": (8, 24),
+        "urgent-release": (8, 0),
     }
     assert queues["urgent-release"]["queue_class"] == "urgent-release"
     assert queues["research"]["queueing_strategy"] == "StrictFIFO"  # from training-large
