@@ -20,6 +20,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -309,7 +310,13 @@ def services() -> Iterator[dict[str, str]]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def stop_on_signal(signum: int, frame: object) -> None:
+    # SIGTERM (a CI timeout, kill) must still run the cleanup in services().
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, stop_on_signal)
     if "--" not in argv or argv.index("--") == len(argv) - 1:
         print("usage: test_services.py -- COMMAND [ARGS...]", file=sys.stderr)
         return 2

@@ -18,6 +18,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # One test database per run, so two runs against one server (a developer's and
     # CI's, or two terminals) never drop each other's database.
     database.setdefault("TEST", {})["NAME"] = f"test_berth_{os.getpid()}"
+    # Test users' passwords need no PBKDF2 cost; one login test still checks a password.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     engine = database["ENGINE"]
     if "postgresql" not in engine:
         pytest.exit(

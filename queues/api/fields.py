@@ -34,16 +34,22 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class KueueChoiceField(serializers.ChoiceField):
+    """A choice whose error lists what is allowed, in Kueue's spelling, under the
+    same rule identifier the services use (``unsupported-value``)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError:
+            allowed = ", ".join(str(v) for v in self.choices if v)
+            raise serializers.ValidationError(
+                f"{data!r} is not supported: use one of {allowed}", code="unsupported-value"
+            ) from None
+
+
 def choice(choices: type[models.TextChoices], **kwargs: Any) -> serializers.ChoiceField:
-    """A choice field whose error lists what is allowed, in Kueue's spelling."""
-    allowed = ", ".join(v for v in choices.values if v)
-    return serializers.ChoiceField(
-        choices=choices.choices,
-        error_messages={
-            "invalid_choice": f'"{{input}}" is not supported: use one of {allowed}',
-        },
-        **kwargs,
-    )
+    return KueueChoiceField(choices=choices.choices, **kwargs)
 
 
 @extend_schema_field(OpenApiTypes.STR)

@@ -48,7 +48,8 @@ class PolicySerializer(StrictSerializer):
 
 
 def _name(**kwargs: Any) -> serializers.CharField:
-    return serializers.CharField(max_length=253, **kwargs)
+    # Length and syntax are checked by the policy rules, under the DNS-1123 rule.
+    return serializers.CharField(**kwargs)
 
 
 def _reference(help_text: str) -> serializers.CharField:
@@ -58,11 +59,11 @@ def _reference(help_text: str) -> serializers.CharField:
 
 
 class TeamSerializer(PolicySerializer):
-    slug = serializers.CharField(max_length=63, help_text="RFC 1123 label; cannot change")
+    slug = _name(help_text="RFC 1123 label; cannot change")
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True)
     namespaces = serializers.ListField(
-        child=serializers.CharField(max_length=63),
+        child=serializers.CharField(),
         required=False,
         help_text="Namespaces the team owns; defaults to [slug]",
     )
@@ -136,7 +137,7 @@ class CohortSerializer(PolicySerializer):
 
 
 class ClusterQueueSerializer(PolicySerializer):
-    name = serializers.CharField(max_length=63, help_text="RFC 1123 label; cannot change")
+    name = _name(help_text="RFC 1123 label; cannot change")
     description = serializers.CharField(required=False, allow_blank=True)
     team = _reference("Owning team slug; empty for a queue shared by all teams")
     cohort = _reference("Cohort name; empty for a queue that neither lends nor borrows")
@@ -162,9 +163,9 @@ class ClusterQueueSerializer(PolicySerializer):
 
 class LocalQueueSerializer(PolicySerializer):
     id = serializers.IntegerField(read_only=True)
-    namespace = serializers.CharField(max_length=63)
-    name = serializers.CharField(max_length=63)
-    cluster_queue = serializers.CharField(max_length=63)
+    namespace = _name()
+    name = _name()
+    cluster_queue = _name()
     stop_policy = choice(StopPolicy, required=False)
     generated = serializers.BooleanField(
         read_only=True,
@@ -188,7 +189,7 @@ class PriorityClassSerializer(PolicySerializer):
 
 
 class QueueClassSerializer(PolicySerializer):
-    name = serializers.CharField(max_length=63)
+    name = _name(help_text="RFC 1123 label; cannot change")
     description = serializers.CharField(required=False, allow_blank=True)
     queueing_strategy = choice(QueueingStrategy, required=False)
     within_cluster_queue = choice(WithinClusterQueue, required=False)

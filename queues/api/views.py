@@ -10,6 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -126,7 +127,13 @@ class TeamViewSet(PolicyViewSet):
         request=serializers.MembershipSerializer,
         responses={200: serializers.MembershipSerializer(many=True)},
     )
-    @action(detail=True, methods=["get", "post"], url_path="members")
+    # Privacy first: outsiders get 404 before the admin check can answer 403.
+    @action(
+        detail=True,
+        methods=["get", "post"],
+        url_path="members",
+        permission_classes=[IsAuthenticated],
+    )
     def members(self, request: Request, slug: str) -> Response:
         team = self._private_team(request, slug)
         if request.method == "GET":
@@ -146,7 +153,12 @@ class TeamViewSet(PolicyViewSet):
         parameters=[OpenApiParameter("role", required=False, enum=["member", "approver"])],
         responses={204: None},
     )
-    @action(detail=True, methods=["delete"], url_path=r"members/(?P<username>[^/]+)")
+    @action(
+        detail=True,
+        methods=["delete"],
+        url_path=r"members/(?P<username>[^/]+)",
+        permission_classes=[IsAuthenticated],
+    )
     def remove_member(self, request: Request, slug: str, username: str) -> Response:
         team = self._private_team(request, slug)
         if not is_platform_admin(request.user):

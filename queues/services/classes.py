@@ -164,4 +164,5 @@ queue_classes: PolicyKindService[QueueClass] = PolicyKindService(
     write=_write_queue_class,
     delete_blocker=_queue_class_blocker,
     object_name=lambda queue_class: queue_class.name,
+    references=("default_priority_class",),
 )

@@ -24,6 +24,8 @@ from queues.services.kinds import PolicyKindService, save_fields
 from queues.services.local_queues import remove_generated_local_queues, sync_generated_local_queues
 from queues.services.quotas import replace_quotas, resource_group_errors
 
+REFERENCES = ("team", "cohort", "queue_class", "default_priority_class")
+
 # The fields a queue class supplies when the queue leaves them empty.
 CLASS_CONTROLLED = {
     "queueing_strategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
@@ -167,6 +169,7 @@ cluster_queues: PolicyKindService[ClusterQueue] = PolicyKindService(
     delete_blocker=_delete_blocker,
     object_name=lambda queue: queue.name,
     complete=_complete,
+    references=REFERENCES,
     after_change=sync_generated_local_queues,
     before_delete=lambda queue, actor: remove_generated_local_queues(
         actor, queue.local_queues.filter(generated=True)

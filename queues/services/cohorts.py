@@ -113,4 +113,5 @@ cohorts: PolicyKindService[Cohort] = PolicyKindService(
     write=_write,
     delete_blocker=_delete_blocker,
     object_name=lambda cohort: cohort.name,
+    references=("parent",),
 )

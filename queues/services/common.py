@@ -134,6 +134,15 @@ def with_defaults(data: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[
     return spec
 
 
+def blank_references_to_none(spec: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """An empty string names nothing: treat it exactly like null, so that rules
+    such as "limits need a cohort" see the same value that gets stored."""
+    for field in fields:
+        if spec.get(field) == "":
+            spec[field] = None
+    return spec
+
+
 def _fresh(value: Any) -> Any:
     if isinstance(value, dict):
         return dict(value)

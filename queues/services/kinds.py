@@ -17,6 +17,7 @@ from django.db import models
 from queues.choices import ChangeAction, PolicyKind
 from queues.errors import FieldError, PolicyConflict, raise_if
 from queues.services.common import (
+    blank_references_to_none,
     check_revision,
     merge,
     policy_write,
@@ -46,11 +47,14 @@ class PolicyKindService(Generic[M]):
     complete: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # (object, actor): removes what Berth generated for the object before it goes
     before_delete: Callable[[M, Any], None] | None = None
+    # fields naming other objects; "" is normalised to None before validation
+    references: tuple[str, ...] = ()
 
     def create(self, *, actor: Any, data: Mapping[str, Any]) -> M:
         with policy_write():
             spec = with_defaults(data, self.defaults)
             raise_if(unknown_field_errors(data, self.defaults))
+            blank_references_to_none(spec, self.references)
             if self.complete is not None:
                 spec = self.complete(spec)
             raise_if(self.validate(spec, None))
@@ -68,7 +72,7 @@ class PolicyKindService(Generic[M]):
             check_revision(obj, expected_revision)
             before = self.snapshot(obj)
             raise_if(unknown_field_errors(data, self.defaults))
-            spec = merge(before, data)
+            spec = blank_references_to_none(merge(before, data), self.references)
             if self.complete is not None:
                 spec = self.complete(spec)
             raise_if(self.validate(spec, obj))
