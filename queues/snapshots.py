@@ -60,6 +60,13 @@ def resource_groups_from_quotas(quotas: Iterable[Quota]) -> list[dict[str, Any]]
     return groups
 
 
+def _quotas(owner: ClusterQueue | Cohort) -> Iterable[Quota]:
+    """The owner's quota rows, from the selectors' prefetch when there is one."""
+    if "quotas" in getattr(owner, "_prefetched_objects_cache", {}):
+        return owner.quotas.all()
+    return owner.quotas.select_related("flavor")
+
+
 def _weight(value: Any) -> str:
     """Decimal('1.000') -> "1", Decimal('0.500') -> "0.5"."""
     return format(value.normalize(), "f")
@@ -101,7 +108,7 @@ def cohort(obj: Cohort) -> dict[str, Any]:
         "description": obj.description,
         "parent": _name(obj.parent),
         "fair_sharing_weight": _weight(obj.fair_sharing_weight),
-        "resource_groups": resource_groups_from_quotas(obj.quotas.select_related("flavor")),
+        "resource_groups": resource_groups_from_quotas(_quotas(obj)),
     }
 
 
@@ -125,7 +132,7 @@ def cluster_queue(obj: ClusterQueue) -> dict[str, Any]:
         "when_can_preempt": obj.when_can_preempt,
         "flavor_fungibility_preference": obj.flavor_fungibility_preference,
         "stop_policy": obj.stop_policy,
-        "resource_groups": resource_groups_from_quotas(obj.quotas.select_related("flavor")),
+        "resource_groups": resource_groups_from_quotas(_quotas(obj)),
     }
 
 

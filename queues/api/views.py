@@ -101,8 +101,7 @@ class TeamViewSet(PolicyViewSet):
     filterset_class = filters.TeamFilter
     ordering_fields = ["slug", "name", "created_at"]
 
-    def get_queryset(self) -> QuerySet[Team]:
-        return selectors.teams()
+    queryset = selectors.teams()
 
     def _private_team(self, request: Request, slug: str) -> Team:
         team = selectors.private_teams_for(request.user).filter(slug=slug).first()
@@ -179,8 +178,7 @@ class ResourceFlavorViewSet(PolicyViewSet):
     filterset_class = filters.ResourceFlavorFilter
     ordering_fields = ["name", "created_at"]
 
-    def get_queryset(self) -> QuerySet[Any]:
-        return selectors.resource_flavors()
+    queryset = selectors.resource_flavors()
 
 
 class CohortViewSet(PolicyViewSet):
@@ -189,8 +187,7 @@ class CohortViewSet(PolicyViewSet):
     filterset_class = filters.CohortFilter
     ordering_fields = ["name", "created_at"]
 
-    def get_queryset(self) -> QuerySet[Any]:
-        return selectors.cohorts()
+    queryset = selectors.cohorts()
 
 
 class ClusterQueueViewSet(PolicyViewSet):
@@ -199,8 +196,7 @@ class ClusterQueueViewSet(PolicyViewSet):
     filterset_class = filters.ClusterQueueFilter
     ordering_fields = ["name", "created_at"]
 
-    def get_queryset(self) -> QuerySet[Any]:
-        return selectors.cluster_queues()
+    queryset = selectors.cluster_queues()
 
 
 class LocalQueueViewSet(PolicyViewSet):
@@ -212,8 +208,7 @@ class LocalQueueViewSet(PolicyViewSet):
     filterset_class = filters.LocalQueueFilter
     ordering_fields = ["namespace__name", "name", "created_at"]
 
-    def get_queryset(self) -> QuerySet[Any]:
-        return selectors.local_queues()
+    queryset = selectors.local_queues()
 
 
 class PriorityClassViewSet(PolicyViewSet):
@@ -222,8 +217,7 @@ class PriorityClassViewSet(PolicyViewSet):
     filterset_class = filters.PriorityClassFilter
     ordering_fields = ["name", "value"]
 
-    def get_queryset(self) -> QuerySet[Any]:
-        return selectors.priority_classes()
+    queryset = selectors.priority_classes()
 
 
 class QueueClassViewSet(PolicyViewSet):
@@ -232,8 +226,7 @@ class QueueClassViewSet(PolicyViewSet):
     filterset_class = filters.QueueClassFilter
     ordering_fields = ["name"]
 
-    def get_queryset(self) -> QuerySet[Any]:
-        return selectors.queue_classes()
+    queryset = selectors.queue_classes()
 
 
 class PolicyHistoryViewSet(

@@ -2,13 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from queues.choices import (
-    BorrowWithinCohortPolicy,
-    QueueingStrategy,
-    ReclaimWithinCohort,
-    WithinClusterQueue,
-)
-from queues.models.base import PolicyObject
+from queues.models.base import PolicyObject, QueueingPolicy
 
 
 class WorkloadPriorityClass(PolicyObject):
@@ -27,7 +21,7 @@ class WorkloadPriorityClass(PolicyObject):
         return f"{self.name} ({self.value})"
 
 
-class QueueClass(PolicyObject):
+class QueueClass(QueueingPolicy, PolicyObject):
     """A template for how a ClusterQueue behaves and what jobs in it must carry.
 
     A ClusterQueue of this class takes the strategy and preemption defaults below
@@ -37,20 +31,6 @@ class QueueClass(PolicyObject):
 
     name = models.CharField(max_length=63, unique=True)
     description = models.TextField(blank=True)
-    queueing_strategy = models.CharField(
-        max_length=32, choices=QueueingStrategy.choices, default=QueueingStrategy.BEST_EFFORT_FIFO
-    )
-    within_cluster_queue = models.CharField(
-        max_length=32, choices=WithinClusterQueue.choices, default=WithinClusterQueue.NEVER
-    )
-    reclaim_within_cohort = models.CharField(
-        max_length=32, choices=ReclaimWithinCohort.choices, default=ReclaimWithinCohort.NEVER
-    )
-    borrow_within_cohort_policy = models.CharField(
-        max_length=32,
-        choices=BorrowWithinCohortPolicy.choices,
-        default=BorrowWithinCohortPolicy.NEVER,
-    )
     default_priority_class = models.ForeignKey(
         WorkloadPriorityClass,
         null=True,

@@ -6,22 +6,18 @@ from django.db import models
 from django.db.models import Q
 
 from queues.choices import (
-    BorrowWithinCohortPolicy,
     FungibilityAction,
     FungibilityPreference,
-    QueueingStrategy,
-    ReclaimWithinCohort,
     StopPolicy,
-    WithinClusterQueue,
 )
-from queues.models.base import PolicyObject
+from queues.models.base import PolicyObject, QueueingPolicy
 from queues.models.classes import QueueClass, WorkloadPriorityClass
 from queues.models.cohorts import Cohort
 from queues.models.flavors import ResourceFlavor
 from queues.models.teams import Team, TeamNamespace
 
 
-class ClusterQueue(PolicyObject):
+class ClusterQueue(QueueingPolicy, PolicyObject):
     """Quota per flavor × resource and the admission behaviour of one queue.
 
     Owned by a team (then only the team's namespaces may use it) or shared by all
@@ -46,20 +42,6 @@ class ClusterQueue(PolicyObject):
         on_delete=models.PROTECT,
         related_name="cluster_queues",
         help_text="Priority for jobs that name none; empty means the queue class's default",
-    )
-    queueing_strategy = models.CharField(
-        max_length=32, choices=QueueingStrategy.choices, default=QueueingStrategy.BEST_EFFORT_FIFO
-    )
-    within_cluster_queue = models.CharField(
-        max_length=32, choices=WithinClusterQueue.choices, default=WithinClusterQueue.NEVER
-    )
-    reclaim_within_cohort = models.CharField(
-        max_length=32, choices=ReclaimWithinCohort.choices, default=ReclaimWithinCohort.NEVER
-    )
-    borrow_within_cohort_policy = models.CharField(
-        max_length=32,
-        choices=BorrowWithinCohortPolicy.choices,
-        default=BorrowWithinCohortPolicy.NEVER,
     )
     borrow_within_cohort_max_priority_threshold = models.IntegerField(null=True, blank=True)
     fair_sharing_weight = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal(1))

@@ -14,7 +14,7 @@ from queues.choices import (
 )
 from queues.errors import FieldError, PolicyConflict
 from queues.models import QueueClass, WorkloadPriorityClass
-from queues.services.common import choice_errors, immutable_errors, required_errors, resolve
+from queues.services.common import choice_errors, immutable_errors, in_use, required_errors, resolve
 from queues.services.kinds import PolicyKindService, save_fields
 
 NAME_IS_FIXED = "Kubernetes object names are fixed; create a new one instead"
@@ -42,16 +42,13 @@ def _validate_priority(
 
 
 def _priority_blocker(priority: WorkloadPriorityClass) -> PolicyConflict | None:
-    classes = sorted(priority.queue_classes.values_list("name", flat=True))
-    queues = sorted(priority.cluster_queues.values_list("name", flat=True))
-    if not classes and not queues:
-        return None
-    users = [*(f"queue class {c}" for c in classes), *(f"cluster queue {q}" for q in queues)]
-    return PolicyConflict(
-        f"priority class {priority.name!r} is the default of {', '.join(users)}; "
-        "pick another default there first",
-        "in-use",
-        {k: v for k, v in (("queue_classes", classes), ("cluster_queues", queues)) if v},
+    return in_use(
+        f"priority class {priority.name!r}",
+        {
+            "queue_classes": priority.queue_classes.values_list("name", flat=True),
+            "cluster_queues": priority.cluster_queues.values_list("name", flat=True),
+        },
+        "pick another default priority there first",
     )
 
 
@@ -145,14 +142,10 @@ def _write_queue_class(spec: dict[str, Any], existing: QueueClass | None, actor:
 
 
 def _queue_class_blocker(queue_class: QueueClass) -> PolicyConflict | None:
-    queues = sorted(queue_class.cluster_queues.values_list("name", flat=True))
-    if not queues:
-        return None
-    return PolicyConflict(
-        f"queue class {queue_class.name!r} is used by cluster queue(s) {', '.join(queues)}; "
+    return in_use(
+        f"queue class {queue_class.name!r}",
+        {"cluster_queues": queue_class.cluster_queues.values_list("name", flat=True)},
         "move them to another class first",
-        "in-use",
-        {"cluster_queues": queues},
     )
 
 

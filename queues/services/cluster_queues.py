@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from queues import rules, snapshots
@@ -19,10 +18,10 @@ from queues.choices import (
 from queues.errors import FieldError, PolicyConflict
 from queues.models import ClusterQueue, Cohort, QueueClass, Team, WorkloadPriorityClass
 from queues.services.classes import preemption_choice_errors
-from queues.services.common import choice_errors, immutable_errors, required_errors, resolve
+from queues.services.common import choice_errors, immutable_errors, in_use, required_errors, resolve
 from queues.services.kinds import PolicyKindService, save_fields
 from queues.services.local_queues import remove_generated_local_queues, sync_generated_local_queues
-from queues.services.quotas import replace_quotas, resource_group_errors
+from queues.services.quotas import ParsedQuota, parse_quota_fields, replace_quotas
 
 REFERENCES = ("team", "cohort", "queue_class", "default_priority_class")
 
@@ -61,6 +60,10 @@ def _complete(spec: dict[str, Any]) -> dict[str, Any]:
         if spec.get(field) in (None, ""):
             spec[field] = getattr(queue_class, field) if queue_class else fallback
     return spec
+
+
+def _parse(spec: dict[str, Any]) -> ParsedQuota:
+    return parse_quota_fields(spec, parent_field="cohort", owner="cluster queue")
 
 
 def _validate(spec: dict[str, Any], existing: ClusterQueue | None) -> list[FieldError]:
@@ -118,19 +121,11 @@ def _validate(spec: dict[str, Any], existing: ClusterQueue | None) -> list[Field
         when_can_preempt=spec["when_can_preempt"],
         preference=spec["flavor_fungibility_preference"],
     )
-    _, weight_errors = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
-    errors += weight_errors
-    _, group_errors = resource_group_errors(
-        spec["resource_groups"], has_parent=spec["cohort"] is not None, owner="cluster queue"
-    )
-    return errors + group_errors
+    return errors + _parse(spec).errors
 
 
 def _write(spec: dict[str, Any], existing: ClusterQueue | None, actor: Any) -> ClusterQueue:
-    weight, _ = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
-    groups, _ = resource_group_errors(
-        spec["resource_groups"], has_parent=spec["cohort"] is not None, owner="cluster queue"
-    )
+    parsed = _parse(spec)
     fields = {key: value for key, value in spec.items() if key != "resource_groups"}
     fields["team"] = Team.objects.get(slug=spec["team"]) if spec["team"] else None
     fields["cohort"] = Cohort.objects.get(name=spec["cohort"]) if spec["cohort"] else None
@@ -142,21 +137,18 @@ def _write(spec: dict[str, Any], existing: ClusterQueue | None, actor: Any) -> C
         if spec["default_priority_class"]
         else None
     )
-    fields["fair_sharing_weight"] = weight if weight is not None else Decimal(1)
+    fields["fair_sharing_weight"] = parsed.weight
     queue = save_fields(existing or ClusterQueue(), fields, list(fields), is_new=existing is None)
-    replace_quotas(queue, groups)
+    replace_quotas(queue, parsed.groups)
     return queue
 
 
 def _delete_blocker(queue: ClusterQueue) -> PolicyConflict | None:
-    manual = sorted(str(lq) for lq in queue.local_queues.filter(generated=False))
-    if not manual:
-        return None
-    return PolicyConflict(
-        f"cluster queue {queue.name!r} is the target of local queue(s) {', '.join(manual)} "
-        "that an admin created; delete or repoint them first",
-        "in-use",
-        {"local_queues": manual},
+    # Generated LocalQueues go with the queue; an admin's own ones must be moved.
+    return in_use(
+        f"cluster queue {queue.name!r}",
+        {"local_queues": (str(lq) for lq in queue.local_queues.filter(generated=False))},
+        "delete or repoint those local queues first",
     )
 
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from queues import rules, snapshots
 from queues.choices import PolicyKind
 from queues.errors import FieldError, PolicyConflict
 from queues.models import Cohort
-from queues.services.common import immutable_errors, required_errors, resolve
+from queues.services.common import immutable_errors, in_use, required_errors, resolve
 from queues.services.kinds import PolicyKindService, save_fields
-from queues.services.quotas import replace_quotas, resource_group_errors
+from queues.services.quotas import ParsedQuota, parse_quota_fields, replace_quotas
 
 DEFAULTS: dict[str, Any] = {
     "name": None,
@@ -34,6 +33,10 @@ def cycle_path(cohort: Cohort, new_parent: Cohort) -> list[str] | None:
         seen.add(node.pk)
         node = node.parent
     return None
+
+
+def _parse(spec: dict[str, Any]) -> ParsedQuota:
+    return parse_quota_fields(spec, parent_field="parent", owner="cohort")
 
 
 def _validate(spec: dict[str, Any], existing: Cohort | None) -> list[FieldError]:
@@ -67,41 +70,30 @@ def _validate(spec: dict[str, Any], existing: Cohort | None) -> list[FieldError]
                         "cohorts must form a tree",
                     )
                 )
-    _, weight_errors = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
-    errors += weight_errors
-    _, group_errors = resource_group_errors(
-        spec["resource_groups"], has_parent=spec["parent"] is not None, owner="cohort"
-    )
-    return errors + group_errors
+    return errors + _parse(spec).errors
 
 
 def _write(spec: dict[str, Any], existing: Cohort | None, actor: Any) -> Cohort:
-    weight, _ = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
-    groups, _ = resource_group_errors(
-        spec["resource_groups"], has_parent=spec["parent"] is not None, owner="cohort"
-    )
+    parsed = _parse(spec)
     fields = {
         "name": spec["name"],
         "description": spec["description"],
         "parent": Cohort.objects.get(name=spec["parent"]) if spec["parent"] else None,
-        "fair_sharing_weight": weight if weight is not None else Decimal(1),
+        "fair_sharing_weight": parsed.weight,
     }
     cohort = save_fields(existing or Cohort(), fields, list(fields), is_new=existing is None)
-    replace_quotas(cohort, groups)
+    replace_quotas(cohort, parsed.groups)
     return cohort
 
 
 def _delete_blocker(cohort: Cohort) -> PolicyConflict | None:
-    children = sorted(cohort.children.values_list("name", flat=True))
-    queues = sorted(cohort.cluster_queues.values_list("name", flat=True))
-    if not children and not queues:
-        return None
-    users = [*(f"cohort {c}" for c in children), *(f"cluster queue {q}" for q in queues)]
-    return PolicyConflict(
-        f"cohort {cohort.name!r} still has members: {', '.join(users)}; "
+    return in_use(
+        f"cohort {cohort.name!r}",
+        {
+            "cohorts": cohort.children.values_list("name", flat=True),
+            "cluster_queues": cohort.cluster_queues.values_list("name", flat=True),
+        },
         "move them to another cohort first",
-        "in-use",
-        {k: v for k, v in (("cohorts", children), ("cluster_queues", queues)) if v},
     )
 
 

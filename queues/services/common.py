@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -123,8 +123,29 @@ def immutable_errors(field: str, old: Any, new: Any, why: str) -> list[FieldErro
     return [FieldError(field, "immutable", f"cannot change from {old!r} to {new!r}: {why}")]
 
 
-def referenced_by(label: str, names: list[str]) -> dict[str, list[str]]:
-    return {label: sorted(names)} if names else {}
+_REFERENCE_LABELS = {
+    "cluster_queues": "cluster queue",
+    "cohorts": "cohort",
+    "local_queues": "local queue",
+    "queue_classes": "queue class",
+}
+
+
+def in_use(
+    subject: str, references: Mapping[str, Iterable[str]], advice: str
+) -> PolicyConflict | None:
+    """A 409 listing what still uses ``subject``, or None when nothing does.
+
+    ``references`` maps a kind (``cluster_queues``, ``cohorts``, ``local_queues``,
+    ``queue_classes``) to the names that refer to the subject."""
+    found = {kind: sorted(names) for kind, names in references.items()}
+    found = {kind: names for kind, names in found.items() if names}
+    if not found:
+        return None
+    listed = ", ".join(
+        f"{_REFERENCE_LABELS[kind]} {name}" for kind, names in found.items() for name in names
+    )
+    return PolicyConflict(f"{subject} is still used by {listed}; {advice}", "in-use", found)
 
 
 def with_defaults(data: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:

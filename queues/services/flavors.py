@@ -9,7 +9,7 @@ from queues import rules, snapshots
 from queues.choices import CapacityType, PolicyKind
 from queues.errors import FieldError, PolicyConflict
 from queues.models import ResourceFlavor
-from queues.services.common import choice_errors, immutable_errors, required_errors
+from queues.services.common import choice_errors, immutable_errors, in_use, required_errors
 from queues.services.kinds import PolicyKindService, save_fields
 
 DEFAULTS: dict[str, Any] = {
@@ -63,16 +63,13 @@ def _write(spec: dict[str, Any], existing: ResourceFlavor | None, actor: Any) ->
 
 def _delete_blocker(flavor: ResourceFlavor) -> PolicyConflict | None:
     quotas = flavor.quotas.select_related("cluster_queue", "cohort")
-    queues = sorted({q.cluster_queue.name for q in quotas if q.cluster_queue})
-    cohorts = sorted({q.cohort.name for q in quotas if q.cohort})
-    if not queues and not cohorts:
-        return None
-    users = [*(f"cluster queue {q}" for q in queues), *(f"cohort {c}" for c in cohorts)]
-    return PolicyConflict(
-        f"flavor {flavor.name!r} still has quota in {', '.join(users)}; "
+    return in_use(
+        f"flavor {flavor.name!r}",
+        {
+            "cluster_queues": {q.cluster_queue.name for q in quotas if q.cluster_queue},
+            "cohorts": {q.cohort.name for q in quotas if q.cohort},
+        },
         "remove it from their resource groups first",
-        "in-use",
-        {k: v for k, v in (("cluster_queues", queues), ("cohorts", cohorts)) if v},
     )
 
 

@@ -3,12 +3,33 @@ flavors, and storage as ``Quota`` rows."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from queues import rules
 from queues.errors import FieldError
 from queues.models import ClusterQueue, Cohort, Quota, ResourceFlavor
 from queues.rules import ResourceGroupSpec
+
+
+@dataclass(frozen=True)
+class ParsedQuota:
+    """The quota-bearing fields of a ClusterQueue or Cohort, parsed."""
+
+    weight: Decimal
+    groups: list[ResourceGroupSpec]
+    errors: list[FieldError]
+
+
+def parse_quota_fields(spec: dict[str, Any], *, parent_field: str, owner: str) -> ParsedQuota:
+    """Fair-sharing weight and resource groups; ``parent_field`` names the field
+    whose emptiness means "nobody to borrow from or lend to"."""
+    weight, errors = rules.parse_weight("fair_sharing_weight", spec["fair_sharing_weight"])
+    groups, group_errors = resource_group_errors(
+        spec["resource_groups"], has_parent=spec[parent_field] is not None, owner=owner
+    )
+    return ParsedQuota(weight if weight is not None else Decimal(1), groups, errors + group_errors)
 
 
 def resource_group_errors(

@@ -13,6 +13,7 @@ from queues.models import LocalQueue, Team, TeamMembership, TeamNamespace
 from queues.services.common import (
     choice_errors,
     immutable_errors,
+    in_use,
     policy_write,
     record_change,
     required_errors,
@@ -108,17 +109,14 @@ def _write(spec: dict[str, Any], existing: Team | None, actor: Any) -> Team:
 
 
 def _delete_blocker(team: Team) -> PolicyConflict | None:
-    queues = sorted(team.cluster_queues.values_list("name", flat=True))
-    manual = sorted(
-        str(lq) for lq in LocalQueue.objects.filter(namespace__team=team, generated=False)
-    )
-    if not queues and not manual:
-        return None
-    users = [*(f"cluster queue {q}" for q in queues), *(f"local queue {lq}" for lq in manual)]
-    return PolicyConflict(
-        f"team {team.slug!r} still owns {', '.join(users)}; delete or hand them over first",
-        "in-use",
-        {k: v for k, v in (("cluster_queues", queues), ("local_queues", manual)) if v},
+    manual = LocalQueue.objects.filter(namespace__team=team, generated=False)
+    return in_use(
+        f"team {team.slug!r}",
+        {
+            "cluster_queues": team.cluster_queues.values_list("name", flat=True),
+            "local_queues": (str(lq) for lq in manual),
+        },
+        "delete them or hand them to another team first",
     )
 
 
