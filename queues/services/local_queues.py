@@ -55,26 +55,38 @@ def sync_generated_local_queues(actor: Any) -> None:
     """Create the generated LocalQueues that are missing and delete the ones no
     longer implied by teams and ClusterQueues. Called inside the policy lock."""
     namespaces = list(TeamNamespace.objects.all())
-    desired: dict[tuple[int, str], ClusterQueue] = {}
-    for queue in ClusterQueue.objects.all():
-        for namespace in namespaces:
-            if queue.team_id is None or queue.team_id == namespace.team_id:
-                desired[(namespace.pk, queue.name)] = queue
-    existing = {
-        (lq.namespace_id, lq.name): lq
-        for lq in LocalQueue.objects.select_related("namespace", "cluster_queue")
-    }
+    by_team: dict[int, list[TeamNamespace]] = {}
+    for namespace in namespaces:
+        by_team.setdefault(namespace.team_id, []).append(namespace)
+    desired: dict[tuple[int, str], int] = {}
+    for queue_id, name, team_id in ClusterQueue.objects.values_list("pk", "name", "team_id"):
+        for namespace in namespaces if team_id is None else by_team.get(team_id, []):
+            desired[(namespace.pk, name)] = queue_id
+    existing = dict(
+        ((namespace_id, name), generated)
+        for namespace_id, name, generated in LocalQueue.objects.values_list(
+            "namespace_id", "name", "generated"
+        )
+    )
     by_pk = {ns.pk: ns for ns in namespaces}
-    for (namespace_id, name), queue in sorted(desired.items(), key=lambda kv: kv[0]):
-        if (namespace_id, name) in existing:
-            continue  # generated already, or an admin's own LocalQueue takes the name
+    # An existing key is either generated already or an admin's own LocalQueue
+    # that takes the name; both stay.
+    for namespace_id, name in sorted(desired.keys() - existing.keys()):
         created = LocalQueue.objects.create(
-            namespace=by_pk[namespace_id], name=name, cluster_queue=queue, generated=True
+            namespace=by_pk[namespace_id],
+            name=name,
+            cluster_queue_id=desired[(namespace_id, name)],
+            generated=True,
         )
         _record(actor, created, ChangeAction.CREATED, None, snapshots.local_queue(created))
-    remove_generated_local_queues(
-        actor, [lq for key, lq in existing.items() if lq.generated and key not in desired]
-    )
+    stale = {key for key, generated in existing.items() if generated and key not in desired}
+    if stale:
+        candidates = LocalQueue.objects.select_related("namespace", "cluster_queue").filter(
+            generated=True, namespace_id__in={namespace_id for namespace_id, _ in stale}
+        )
+        remove_generated_local_queues(
+            actor, [lq for lq in candidates if (lq.namespace_id, lq.name) in stale]
+        )
 
 
 def remove_generated_local_queues(actor: Any, queues: Iterable[LocalQueue]) -> None:
