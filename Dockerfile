@@ -15,4 +15,5 @@ RUN pip install --no-cache-dir -c constraints.txt . \
     && chown berth /var/lib/berth
 USER berth
 EXPOSE 8000
-CMD ["gunicorn", "controlplane.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# --preload: the app loads in the master, so a bad setting stops start-up at once.
+CMD ["gunicorn", "controlplane.wsgi:application", "--preload", "--bind", "0.0.0.0:8000", "--workers", "3"]

@@ -9,15 +9,12 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    from controlplane.env import ConfigError
+    from controlplane.env import exit_on_config_error
 
-    try:
+    with exit_on_config_error():
         # Load settings now, so a bad environment variable stops here with one
         # clear line instead of a traceback from deep inside Django.
         import controlplane.settings  # noqa: F401
-    except ConfigError as exc:
-        sys.stderr.write(f"berth: configuration error: {exc}\n")
-        sys.exit(2)
 
     from django.core.management import execute_from_command_line
 

@@ -8,14 +8,27 @@ when ``NAME`` itself is unset (the Docker/Kubernetes secrets convention).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 
 class ConfigError(Exception):
     """A setting has a value Berth cannot run with."""
+
+
+@contextmanager
+def exit_on_config_error() -> Iterator[None]:
+    """Turn a ConfigError into one line on stderr and an exit, for every entry
+    point (manage.py, gunicorn, celery), instead of a traceback."""
+    try:
+        yield
+    except ConfigError as exc:
+        sys.stderr.write(f"berth: configuration error: {exc}\n")
+        sys.exit(2)
 
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -89,10 +102,41 @@ class Env:
 DATABASE_SCHEMES = ("postgres", "postgresql", "sqlite")
 
 
+def _split(name: str, url: str) -> SplitResult:
+    """urlsplit, with its errors (bad IPv6 brackets, bad ports) naming the variable."""
+    try:
+        parts = urlsplit(url)
+        parts.hostname  # noqa: B018  (parsed lazily; raises on a malformed host)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={_redact_text(url)!r} is not a valid URL ({exc})") from None
+    try:
+        parts.port  # noqa: B018
+    except ValueError:
+        raise ConfigError(f"{name}={_redact(url)!r} has a port that is not a number") from None
+    return parts
+
+
+def sqlite_database(path: Path) -> dict[str, Any]:
+    """The Django entry for an embedded SQLite file.
+
+    IMMEDIATE transactions take the write lock when they begin, so concurrent
+    writers wait (up to the timeout) instead of failing with "database is locked"
+    when a read turns into a write; WAL lets readers run beside the writer."""
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+    }
+
+
 def parse_database_url(name: str, url: str) -> dict[str, Any]:
     """Turn ``postgres://user:pass@host:port/db?opt=v`` or ``sqlite:///path`` into a
     Django ``DATABASES`` entry. ``?host=/run/postgresql`` selects a Unix socket dir."""
-    parts = urlsplit(url)
+    parts = _split(name, url)
     scheme = parts.scheme.lower()
     if scheme not in DATABASE_SCHEMES:
         raise ConfigError(
@@ -107,15 +151,12 @@ def parse_database_url(name: str, url: str) -> dict[str, Any]:
                 f"{name}={url!r} needs an absolute file path: sqlite:////abs/path.sqlite3 "
                 "(three slashes, then the path)"
             )
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+        return sqlite_database(Path(path))
 
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     host = unquote(parts.hostname or "") if parts.hostname else ""
     socket_dir = options.pop("host", "")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ConfigError(f"{name}={_redact(url)!r} has a port that is not a number") from None
+    port = parts.port
     database = unquote(parts.path.lstrip("/"))
     if not database:
         raise ConfigError(
@@ -148,7 +189,7 @@ BROKER_SCHEMES = ("redis", "rediss", "amqp", "amqps", "memory")
 
 def parse_broker_url(name: str, url: str) -> str:
     """Check a Celery broker URL has a scheme Berth supports and a host."""
-    parts = urlsplit(url)
+    parts = _split(name, url)
     scheme = parts.scheme.lower()
     if scheme not in BROKER_SCHEMES:
         raise ConfigError(
@@ -157,11 +198,16 @@ def parse_broker_url(name: str, url: str) -> str:
         )
     if scheme != "memory" and not parts.hostname:
         raise ConfigError(f"{name}={_redact(url)!r} names no host: e.g. redis://127.0.0.1:6379/0")
-    try:
-        parts.port  # noqa: B018  (urlsplit validates the port lazily)
-    except ValueError:
-        raise ConfigError(f"{name}={_redact(url)!r} has a port that is not a number") from None
     return url
+
+
+def _redact_text(url: str) -> str:
+    """Mask what looks like a password in a URL too broken to parse."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not (sep and at and ":" in userinfo):
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
 
 
 def _redact(url: str) -> str:

@@ -12,7 +12,13 @@ import os
 import secrets
 from pathlib import Path
 
-from controlplane.env import ConfigError, Env, parse_broker_url, parse_database_url
+from controlplane.env import (
+    ConfigError,
+    Env,
+    parse_broker_url,
+    parse_database_url,
+    sqlite_database,
+)
 
 env = Env(os.environ)
 
@@ -25,7 +31,16 @@ BERTH_CLUSTER = env.choice("BERTH_CLUSTER", "simulated", CLUSTER_BACKENDS)
 BERTH_KUBE_CONTEXT = env.text("BERTH_KUBE_CONTEXT", "")
 
 DEBUG = env.flag("BERTH_DEBUG", False)
-ALLOWED_HOSTS = env.items("BERTH_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+_hosts = env.items("BERTH_ALLOWED_HOSTS", LOOPBACK_HOSTS)
+if not _hosts:
+    raise ConfigError(
+        "BERTH_ALLOWED_HOSTS is empty: every request would be refused; list the host names "
+        "Berth answers to, e.g. berth.example.com"
+    )
+# Loopback names always work, so health checks from inside the container or pod
+# keep answering whatever public names are configured.
+ALLOWED_HOSTS = [*_hosts, *(host for host in LOOPBACK_HOSTS if host not in _hosts)]
 CSRF_TRUSTED_ORIGINS = env.items("BERTH_CSRF_TRUSTED_ORIGINS", [])
 LOG_LEVEL = env.choice(
     "BERTH_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
@@ -33,15 +48,17 @@ LOG_LEVEL = env.choice(
 BERTH_AUDIT_RETENTION_DAYS = env.number("BERTH_AUDIT_RETENTION_DAYS", 90, minimum=1)
 
 
-def _data_dir() -> Path:
+def _data_dir(*parts: str) -> Path:
+    """The data dir (or a directory below it), created if needed."""
+    path = DATA_DIR.joinpath(*parts)
     try:
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(
-            f"BERTH_DATA_DIR={str(DATA_DIR)!r} cannot be created ({exc.strerror}); "
-            "point it at a writable directory"
+            f"BERTH_DATA_DIR={str(DATA_DIR)!r}: {str(path)!r} cannot be created "
+            f"({exc.strerror}); point BERTH_DATA_DIR at a writable directory"
         ) from exc
-    return DATA_DIR
+    return path
 
 
 def _secret_key() -> str:
@@ -52,18 +69,28 @@ def _secret_key() -> str:
             raise ConfigError("BERTH_SECRET_KEY is too short: use at least 32 random characters")
         return configured
     key_file = _data_dir() / "secret_key"
-    if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50), encoding="utf-8")
-        key_file.chmod(0o600)
-    return key_file.read_text(encoding="utf-8").strip()
+    try:
+        if not key_file.exists():
+            key_file.write_text(secrets.token_urlsafe(50), encoding="utf-8")
+            key_file.chmod(0o600)
+        return key_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"BERTH_DATA_DIR={str(DATA_DIR)!r}: the secret key file cannot be written "
+            f"({exc.strerror}); make the directory writable or set BERTH_SECRET_KEY"
+        ) from exc
 
 
 SECRET_KEY = _secret_key()
 
 _database_url = env.raw("DATABASE_URL")
-if _database_url is None:
-    _database_url = f"sqlite:///{_data_dir() / 'berth.sqlite3'}"
-DATABASES = {"default": parse_database_url("DATABASE_URL", _database_url)}
+DATABASES = {
+    "default": (
+        sqlite_database(_data_dir() / "berth.sqlite3")
+        if _database_url is None
+        else parse_database_url("DATABASE_URL", _database_url)
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
@@ -128,9 +155,9 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
-# WhiteNoise warns about a missing STATIC_ROOT even when it serves from finders.
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Created because WhiteNoise warns about a missing STATIC_ROOT even when it serves
+# from the finders.
+STATIC_ROOT = _data_dir("static")
 # Serve app static files straight from the installed packages, so the embedded
 # mode needs no collectstatic step and plotly/swagger assets never come from a CDN.
 WHITENOISE_USE_FINDERS = True

@@ -30,9 +30,10 @@ def test_postgres_url_with_socket_directory() -> None:
 
 
 def test_sqlite_url_needs_absolute_path() -> None:
-    assert parse_database_url("DATABASE_URL", "sqlite:////var/lib/berth/db.sqlite3")["NAME"] == (
-        "/var/lib/berth/db.sqlite3"
-    )
+    db = parse_database_url("DATABASE_URL", "sqlite:////var/lib/berth/db.sqlite3")
+    assert db["NAME"] == "/var/lib/berth/db.sqlite3"
+    # Writers queue for the lock instead of failing with "database is locked".
+    assert db["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
     with pytest.raises(ConfigError, match=r"DATABASE_URL.*absolute file path"):
         parse_database_url("DATABASE_URL", "sqlite://relative.db")
 

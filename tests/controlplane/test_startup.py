@@ -29,6 +29,29 @@ SHOW_SETTINGS = (
     "'broker': s.CELERY_BROKER_URL, 'cluster': s.BERTH_CLUSTER}))"
 )
 
+# Eight admins saving at once on the embedded SQLite database.
+CONCURRENT_WRITES = """
+import threading, django
+django.setup()
+from django.core.management import call_command
+from django.db import connection
+call_command("migrate", verbosity=0)
+from queues import services
+outcomes = []
+def write(index):
+    try:
+        services.priority_classes.create(actor=None, data={"name": f"p{index}", "value": index})
+        outcomes.append("ok")
+    except Exception as exc:
+        outcomes.append(repr(exc))
+    finally:
+        connection.close()
+threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(sorted(outcomes))
+"""
+
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in BERTH_VARS}
@@ -65,6 +88,12 @@ def test_no_variables_means_embedded(tmp_path: Path) -> None:
     assert key_file.exists() and oct(key_file.stat().st_mode & 0o777) == "0o600"
 
 
+def test_embedded_sqlite_serialises_concurrent_writers(tmp_path: Path) -> None:
+    result = run(["-c", CONCURRENT_WRITES], clean_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(["ok"] * 8)
+
+
 def test_full_stack_variables_are_used(tmp_path: Path) -> None:
     env = clean_env(
         tmp_path,
@@ -94,13 +123,49 @@ def test_full_stack_variables_are_used(tmp_path: Path) -> None:
         ("BERTH_DEBUG", "perhaps", "BERTH_DEBUG='perhaps' is not a boolean"),
         ("BERTH_SECRET_KEY", "short", "BERTH_SECRET_KEY is too short"),
         ("BERTH_AUDIT_RETENTION_DAYS", "0", "BERTH_AUDIT_RETENTION_DAYS=0 is too small"),
+        (
+            "DATABASE_URL",
+            "postgresql://u@[::1/db",
+            "DATABASE_URL='postgresql://u@[::1/db' is not a valid URL",
+        ),
+        (
+            "CELERY_BROKER_URL",
+            "redis://[bad",
+            "CELERY_BROKER_URL='redis://[bad' is not a valid URL",
+        ),
+        ("BERTH_ALLOWED_HOSTS", "", "BERTH_ALLOWED_HOSTS is empty"),
+        (
+            "BERTH_DATA_DIR",
+            "/proc/berth",
+            "BERTH_DATA_DIR='/proc/berth': '/proc/berth' cannot be created",
+        ),
     ],
 )
 def test_bad_value_stops_start_up_naming_the_variable(
     tmp_path: Path, variable: str, value: str, message: str
 ) -> None:
-    result = run(["manage.py", "check"], clean_env(tmp_path, **{variable: value}))
+    env = clean_env(tmp_path, **{variable: value})
+    env.setdefault("BERTH_SECRET_KEY", "k" * 40)  # so an unusable data dir is the only problem
+    result = run(["manage.py", "check"], env)
     assert result.returncode == 2
     assert result.stderr.startswith("berth: configuration error: ")
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_celery_worker_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
+    celery = str(Path(sys.executable).parent / "celery")
+    result = subprocess.run(
+        [celery, "-A", "controlplane", "worker"],
+        cwd=ROOT,
+        env=clean_env(tmp_path, BERTH_CLUSTER="nomad"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "berth: configuration error: BERTH_CLUSTER='nomad' is not supported: use one of "
+        "simulated, kubernetes"
+    )
