@@ -6,9 +6,11 @@ from io import StringIO
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from queues.models import ClusterQueue, LocalQueue, PolicyChange, Quota
+from queues import services
+from queues.models import ClusterQueue, LocalQueue, PolicyChange, QueueClass, Quota, Team
 from queues.quantity import to_canonical
 from tests.factories import GPU, token_client
 
@@ -23,7 +25,7 @@ def seed() -> str:
 
 def test_seed_builds_the_demo_organisation() -> None:
     output = seed()
-    assert "Demo organisation ready (12 object(s) created" in output
+    assert "Demo organisation ready (12 object(s) and 6 user(s) created" in output
     assert "admin     password admin-demo" in output
     gpus: dict[str, int] = {}
     for quota in Quota.objects.filter(resource=GPU).select_related("flavor"):
@@ -43,22 +45,39 @@ def test_seed_builds_the_demo_organisation() -> None:
     ) == {"research", "serving", "platform"}
 
 
-def test_seed_is_idempotent() -> None:
+def counts() -> tuple[int, ...]:
+    return (
+        ClusterQueue.objects.count(),
+        Quota.objects.count(),
+        LocalQueue.objects.count(),
+        PolicyChange.objects.count(),
+    )
+
+
+def test_seed_is_idempotent_and_leaves_later_changes_alone() -> None:
     seed()
-    counts = (
-        ClusterQueue.objects.count(),
-        Quota.objects.count(),
-        LocalQueue.objects.count(),
-        PolicyChange.objects.count(),
+    admin = get_user_model().objects.get(username="admin")
+    admin.set_password("a-new-secret")
+    admin.save()
+    research = Team.objects.get(slug="research")
+    services.set_membership(
+        actor=admin, team=research, username="alice", role="member", present=False
     )
+    services.queue_classes.update(
+        actor=admin,
+        obj=QueueClass.objects.get(name="eval-batch"),
+        data={"default_priority_class": None},
+    )
+    before = counts()
+
     output = seed()
-    assert "(0 object(s) created" in output
-    assert counts == (
-        ClusterQueue.objects.count(),
-        Quota.objects.count(),
-        LocalQueue.objects.count(),
-        PolicyChange.objects.count(),
-    )
+    assert "(0 object(s) and 0 user(s) created" in output
+    assert "admin     password (unchanged)" in output
+    assert counts() == before
+    admin.refresh_from_db()
+    assert admin.check_password("a-new-secret")
+    assert not research.memberships.filter(user__username="alice").exists()
+    assert QueueClass.objects.get(name="eval-batch").default_priority_class is None
 
 
 def guaranteed_and_borrowable(queue: dict[str, Any]) -> tuple[int, int]:
@@ -74,8 +93,6 @@ def guaranteed_and_borrowable(queue: dict[str, Any]) -> tuple[int, int]:
 
 def test_cluster_queues_api_shows_quotas_in_kubernetes_notation() -> None:
     seed()
-    from django.contrib.auth import get_user_model
-
     client = token_client(get_user_model().objects.get(username="alice"))
     response = client.get("/api/v1/cluster-queues/")
     assert response.status_code == 200

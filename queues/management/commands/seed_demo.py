@@ -1,6 +1,6 @@
 """Build the demo organisation (see queues/demo_org.py). Safe to run again: it
-creates what is missing, leaves existing policy as it is, and resets the demo
-users' passwords so the printed logins work."""
+only creates what is missing. Objects, users, passwords and memberships that
+already exist are left exactly as they are, so an admin's later changes stick."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        created = 0
+        created: set[tuple[str, str]] = set()
         for name in (PLATFORM_ADMINS_GROUP, APPROVERS_GROUP):
             Group.objects.get_or_create(name=name)
         steps: list[tuple[str, Any, Any, str, list[dict[str, Any]]]] = [
@@ -54,46 +54,56 @@ class Command(BaseCommand):
         ]
         for label, model, service, key, items in steps:
             for item in items:
-                created += self._ensure(label, model, service, key, item)
+                if self._ensure(label, model, service, key, item):
+                    created.add((label, item[key]))
         for class_name, priority in demo_org.QUEUE_CLASS_PRIORITIES.items():
+            # Only alongside a priority class made just now: a default an admin
+            # chose (or cleared) since the first run is theirs.
             queue_class = QueueClass.objects.filter(name=class_name).first()
-            if queue_class is not None and queue_class.default_priority_class is None:
+            if queue_class is not None and ("priority class", priority) in created:
                 services.queue_classes.update(
                     actor=None, obj=queue_class, data={"default_priority_class": priority}
                 )
-                self.stdout.write(f"  set default priority of queue class {class_name}: {priority}")
+                self.stdout.write(f"  queue class {class_name}: default priority {priority}")
         for item in demo_org.CLUSTER_QUEUES:
-            created += self._ensure(
-                "cluster queue", ClusterQueue, services.cluster_queues, "name", item
-            )
-        self._users()
+            if self._ensure("cluster queue", ClusterQueue, services.cluster_queues, "name", item):
+                created.add(("cluster queue", item["name"]))
+        new_users = self._users()
         self.stdout.write(
             self.style.SUCCESS(
-                f"Demo organisation ready ({created} object(s) created, the rest already there)."
+                f"Demo organisation ready ({len(created)} object(s) and {len(new_users)} user(s) "
+                "created, the rest already there and left as it is)."
             )
         )
         if not options["quiet_logins"]:
             self.stdout.write("\nDemo logins (for a local demo only):")
             for user in demo_org.USERS:
-                self.stdout.write(
-                    f"  {user['username']:<9} password {user['password']:<14} {user['role']}"
-                )
+                password = user["password"] if user["username"] in new_users else ("(unchanged)")
+                self.stdout.write(f"  {user['username']:<9} password {password:<14} {user['role']}")
 
-    def _ensure(self, label: str, model: Any, service: Any, key: str, item: dict[str, Any]) -> int:
+    def _ensure(self, label: str, model: Any, service: Any, key: str, item: dict[str, Any]) -> bool:
         if model.objects.filter(**{key: item[key]}).exists():
             self.stdout.write(f"  {label} {item[key]}: exists, left as is")
-            return 0
+            return False
         service.create(actor=None, data=item)
         self.stdout.write(f"  {label} {item[key]}: created")
-        return 1
+        return True
 
-    def _users(self) -> None:
+    def _users(self) -> set[str]:
+        """Create the demo users that do not exist yet, with their groups and team
+        roles; returns their usernames. Existing users are not touched."""
         User = get_user_model()
+        created: set[str] = set()
         for spec in demo_org.USERS:
-            user, _ = User.objects.get_or_create(username=spec["username"])
-            user.is_superuser = user.is_staff = spec["superuser"]
-            user.set_password(spec["password"])
-            user.save()
+            if User.objects.filter(username=spec["username"]).exists():
+                continue
+            user = User.objects.create_user(
+                username=spec["username"],
+                password=spec["password"],
+                is_superuser=spec["superuser"],
+                is_staff=spec["superuser"],
+            )
+            created.add(user.username)
             for group in spec["groups"]:
                 user.groups.add(Group.objects.get(name=group))
             for team_slug, role in spec["teams"]:
@@ -104,3 +114,4 @@ class Command(BaseCommand):
                     role=role,
                     present=True,
                 )
+        return created
