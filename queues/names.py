@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# Used with fullmatch: `$` alone would also accept a trailing newline.
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 LABEL_MAX = 63
 SUBDOMAIN_MAX = 253
@@ -22,7 +23,7 @@ def dns_label_error(value: str) -> str | None:
         return "must not be empty"
     if len(value) > LABEL_MAX:
         return f"is {len(value)} characters long; at most {LABEL_MAX} are allowed"
-    if not _LABEL.match(value):
+    if not _LABEL.fullmatch(value):
         return (
             f"{value!r} is not a valid name: use lowercase letters, digits and '-', "
             "starting and ending with a letter or digit (RFC 1123 label)"
@@ -36,7 +37,7 @@ def dns_subdomain_error(value: str) -> str | None:
         return "must not be empty"
     if len(value) > SUBDOMAIN_MAX:
         return f"is {len(value)} characters long; at most {SUBDOMAIN_MAX} are allowed"
-    if not _SUBDOMAIN.match(value):
+    if not _SUBDOMAIN.fullmatch(value):
         return (
             f"{value!r} is not a valid name: use lowercase letters, digits, '-' and '.', "
             "starting and ending with a letter or digit (RFC 1123 subdomain)"
@@ -57,7 +58,7 @@ def qualified_name_error(value: str) -> str | None:
             return f"the prefix of {value!r} {prefix_error}"
     if len(name) > LABEL_MAX:
         return f"the name part of {value!r} is longer than {LABEL_MAX} characters"
-    if not _QUALIFIED_NAME_PART.match(name):
+    if not _QUALIFIED_NAME_PART.fullmatch(name):
         return (
             f"{value!r} is not a valid key: an optional DNS prefix and '/', then letters, "
             "digits, '-', '_' and '.', starting and ending with a letter or digit"
@@ -71,7 +72,7 @@ def label_value_error(value: str) -> str | None:
         return "must be a string"
     if len(value) > LABEL_MAX:
         return f"is {len(value)} characters long; at most {LABEL_MAX} are allowed"
-    if not _LABEL_VALUE.match(value):
+    if not _LABEL_VALUE.fullmatch(value):
         return (
             f"{value!r} is not a valid label value: letters, digits, '-', '_' and '.', "
             "starting and ending with a letter or digit"

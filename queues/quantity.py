@@ -11,15 +11,19 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, Inexact, InvalidOperation, localcontext
 from enum import Enum
 
 INT64_MAX = 2**63 - 1
 
 _QUANTITY = re.compile(
-    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 )
+# Enough digits that no accepted quantity is ever rounded: at most 64 characters
+# of input, scaled by at most 10**30 or 2**60.
+MAX_QUANTITY_LENGTH = 64
+_EXACT = Context(prec=MAX_QUANTITY_LENGTH + 40, traps=[Inexact, InvalidOperation])
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -75,28 +79,31 @@ def parse_decimal(text: str | int) -> Decimal:
         return Decimal(text)
     if not isinstance(text, str):
         raise QuantityError("must be a quantity string such as 64, 500m or 4Ti", "format")
-    match = _QUANTITY.match(text.strip())
+    if len(text) > MAX_QUANTITY_LENGTH:
+        raise QuantityError(
+            f"is {len(text)} characters long; a quantity has at most {MAX_QUANTITY_LENGTH}",
+            "format",
+        )
+    match = _QUANTITY.fullmatch(text.strip())
     if not match:
         raise QuantityError(
             f"{text!r} is not a Kubernetes quantity: use a number with an optional suffix "
             "(m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei), e.g. 64, 500m, 4Ti",
             "format",
         )
-    try:
-        number = Decimal(match["number"])
-    except InvalidOperation:  # pragma: no cover - the regex admits only valid decimals
-        raise QuantityError(f"{text!r} is not a number", "format") from None
     suffix = match["suffix"] or ""
-    if suffix in _BINARY:
-        number *= _BINARY[suffix]
-    elif suffix in _DECIMAL:
-        number *= _DECIMAL[suffix]
-    else:
-        exponent = int(suffix[1:])
-        if abs(exponent) > 30:
-            raise QuantityError(f"{text!r} has an exponent out of range", "range")
-        number = number.scaleb(exponent)
-    return -number if match["sign"] == "-" else number
+    with localcontext(_EXACT):
+        number = Decimal(match["number"])
+        if suffix in _BINARY:
+            number *= _BINARY[suffix]
+        elif suffix in _DECIMAL:
+            number *= _DECIMAL[suffix]
+        else:
+            exponent = int(suffix[1:])
+            if abs(exponent) > 30:
+                raise QuantityError(f"{text!r} has an exponent out of range", "range")
+            number = number.scaleb(exponent)
+        return -number if match["sign"] == "-" else number
 
 
 def to_canonical(resource: str, text: str | int) -> int:
@@ -107,8 +114,10 @@ def to_canonical(resource: str, text: str | int) -> int:
     """
     value = parse_decimal(text)
     unit = unit_for(resource)
-    scaled = value * 1000 if unit is Unit.MILLI else value
-    if scaled != scaled.to_integral_value():
+    with localcontext(_EXACT):
+        scaled = value * 1000 if unit is Unit.MILLI else value
+        fractional = scaled != scaled.to_integral_value()
+    if fractional:
         finest = {
             Unit.MILLI: "cpu has a precision of 1m (one thousandth of a core)",
             Unit.BYTES: f"{resource} is counted in whole bytes",

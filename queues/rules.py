@@ -28,6 +28,8 @@ MAX_NODE_LABELS = 8
 MAX_NODE_TAINTS = 8
 MAX_TOLERATIONS = 8
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MAX = 2**63 - 1
+MAX_WEIGHT = Decimal(1_000_000)
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
@@ -329,10 +331,10 @@ def parse_weight(field: str, value: Any) -> tuple[Decimal | None, list[FieldErro
         return None, [FieldError(field, f"quantity-{exc.rule}", str(exc))]
     if weight < 0:
         return None, [FieldError(field, "non-negative", f"{value} is negative; use 0 or more")]
-    if weight != weight.quantize(Decimal("0.001")):
+    if weight > MAX_WEIGHT:
+        return None, [FieldError(field, "range", f"{value} is above {MAX_WEIGHT}")]
+    if weight % Decimal("0.001") != 0:
         return None, [FieldError(field, "quantity-precision", f"{value} is finer than 0.001 (1m)")]
-    if weight > Decimal("1000000"):
-        return None, [FieldError(field, "range", f"{value} is above 1000000")]
     return weight, []
 
 
@@ -422,6 +424,7 @@ def node_taint_errors(field: str, taints: Any) -> list[FieldError]:
                 f"has {len(taints)} taints; Kueue allows at most {MAX_NODE_TAINTS}",
             )
         )
+    seen: set[tuple[Any, Any]] = set()
     for i, taint in enumerate(taints):
         path = f"{field}[{i}]"
         if not isinstance(taint, Mapping):
@@ -436,6 +439,17 @@ def node_taint_errors(field: str, taints: Any) -> list[FieldError]:
         value_problem = names.label_value_error(value)
         if value_problem:
             errors.append(FieldError(f"{path}.value", "label-value", value_problem))
+        identity = (taint.get("key"), taint.get("effect"))
+        if identity in seen:
+            errors.append(
+                FieldError(
+                    path,
+                    "duplicate-taint",
+                    f"repeats key {identity[0]!r} with effect {identity[1]!r}; a node "
+                    "has one taint per key and effect",
+                )
+            )
+        seen.add(identity)
         if taint.get("effect") not in TAINT_EFFECTS:
             errors.append(
                 FieldError(
@@ -498,6 +512,10 @@ def toleration_errors(field: str, tolerations: Any) -> list[FieldError]:
                     "must be empty when operator is Exists",
                 )
             )
+        elif operator == "Equal":
+            value_problem = names.label_value_error(tol.get("value", ""))
+            if value_problem:
+                errors.append(FieldError(f"{path}.value", "label-value", value_problem))
         effect = tol.get("effect", "")
         if effect and effect not in TAINT_EFFECTS:
             errors.append(
@@ -509,7 +527,19 @@ def toleration_errors(field: str, tolerations: Any) -> list[FieldError]:
                 )
             )
         seconds = tol.get("toleration_seconds")
-        if seconds is not None and effect != "NoExecute":
+        if seconds is not None and (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int)
+            or not -INT64_MAX - 1 <= seconds <= INT64_MAX
+        ):
+            errors.append(
+                FieldError(
+                    f"{path}.toleration_seconds",
+                    "int64-range",
+                    "must be a whole number of seconds within 64 bits",
+                )
+            )
+        elif seconds is not None and effect != "NoExecute":
             errors.append(
                 FieldError(
                     f"{path}.toleration_seconds",

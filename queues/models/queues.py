@@ -85,7 +85,8 @@ class Quota(models.Model):
     flavor_index = models.PositiveSmallIntegerField()
     resource_index = models.PositiveSmallIntegerField()
     flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="quotas")
-    resource = models.CharField(max_length=316)
+    # A qualified name: 253-character DNS prefix, "/", 63-character name.
+    resource = models.CharField(max_length=317)
     nominal_quota = models.BigIntegerField()
     borrowing_limit = models.BigIntegerField(null=True, blank=True)
     lending_limit = models.BigIntegerField(null=True, blank=True)

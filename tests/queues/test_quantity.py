@@ -84,3 +84,21 @@ def test_formats_in_kubernetes_notation(resource: str, canonical: int, text: str
 )
 def test_format_then_parse_round_trips(resource: str, amount: int) -> None:
     assert to_canonical(resource, format_canonical(resource, amount)) == amount
+
+
+@pytest.mark.parametrize(
+    ("resource", "text"),
+    [
+        ("nvidia.com/gpu", "1.00000000000000000000000000001"),
+        ("memory", "1.0000000000000000000000000001Ki"),
+    ],
+)
+def test_no_rounding_beyond_28_digits(resource: str, text: str) -> None:
+    with pytest.raises(QuantityError) as excinfo:
+        to_canonical(resource, text)
+    assert excinfo.value.rule == "precision"
+
+
+def test_overlong_quantity_is_refused() -> None:
+    with pytest.raises(QuantityError, match="at most 64"):
+        to_canonical("cpu", "9" * 65)

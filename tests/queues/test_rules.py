@@ -209,3 +209,48 @@ def test_flavor_node_rules() -> None:
         ("t[3].toleration_seconds", "toleration-seconds-no-execute"),
     }
     assert [e.rule for e in rules.topology_errors("default", {})] == ["topology-needs-node-label"]
+
+
+def test_names_refuse_a_trailing_newline() -> None:
+    from queues import names
+
+    assert names.dns_label_error("abc\n") is not None
+    assert names.dns_subdomain_error("a.b\n") is not None
+    assert names.qualified_name_error("gpu\n") is not None
+    assert names.label_value_error("x\n") is not None
+
+
+def test_taints_are_unique_per_key_and_effect() -> None:
+    taints = [
+        {"key": "a", "value": "x", "effect": "NoSchedule"},
+        {"key": "a", "value": "y", "effect": "NoSchedule"},
+        {"key": "a", "value": "y", "effect": "NoExecute"},
+    ]
+    assert {(e.field, e.rule) for e in rules.node_taint_errors("t", taints)} == {
+        ("t[1]", "duplicate-taint")
+    }
+
+
+def test_toleration_values_and_seconds() -> None:
+    tolerations = [
+        {"key": "a", "operator": "Equal", "value": "not a label value!"},
+        {"key": "b", "effect": "NoExecute", "toleration_seconds": 2**63},
+        {"key": "c", "effect": "NoExecute", "toleration_seconds": 300},
+    ]
+    assert {(e.field, e.rule) for e in rules.toleration_errors("t", tolerations)} == {
+        ("t[0].value", "label-value"),
+        ("t[1].toleration_seconds", "int64-range"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("1e30", "range"),
+        ("1000001", "range"),
+        ("0.0005", "quantity-precision"),
+        ("1" * 70, "quantity-format"),
+    ],
+)
+def test_weight_limits_are_errors_not_crashes(value: str, rule: str) -> None:
+    assert [e.rule for e in rules.parse_weight("w", value)[1]] == [rule]

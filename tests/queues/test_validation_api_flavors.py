@@ -339,3 +339,71 @@ def test_delete_unused_flavor_succeeds(admin_client: APIClient) -> None:
     flavor("h100")
     assert admin_client.delete(url("resource-flavors", "h100")).status_code == 204
     assert not ResourceFlavor.objects.filter(name="h100").exists()
+
+
+# ---------------------------------------------------------------- edges that must not crash
+
+
+def test_longest_qualified_resource_name_is_stored(admin_client: APIClient) -> None:
+    flavor("h100")
+    resource = "a" * 253 + "/" + "b" * 63
+    response = admin_client.post(
+        "/api/v1/cluster-queues/",
+        {
+            "name": "long",
+            "resource_groups": [
+                {
+                    "covered_resources": [resource],
+                    "flavors": [
+                        {"name": "h100", "resources": [{"name": resource, "nominal_quota": "1"}]}
+                    ],
+                }
+            ],
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["resource_groups"][0]["covered_resources"] == [resource]
+
+
+@pytest.mark.parametrize("weight", ["1e30", 10**32])
+def test_huge_fair_sharing_weight_is_a_400(admin_client: APIClient, weight: Any) -> None:
+    before = snapshot(admin_client)
+    response = admin_client.post(
+        "/api/v1/cohorts/", {"name": "w", "fair_sharing_weight": weight}, format="json"
+    )
+    assert_refused(response, "fair_sharing_weight", "range", before)
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "rule"),
+    [
+        ({"node_labels": {"gpu\n": "x"}}, "node_labels.gpu\n", "label-key"),
+        (
+            {
+                "node_taints": [
+                    {"key": "a", "effect": "NoSchedule"},
+                    {"key": "a", "value": "y", "effect": "NoSchedule"},
+                ]
+            },
+            "node_taints[1]",
+            "duplicate-taint",
+        ),
+        (
+            {"tolerations": [{"key": "a", "value": "no spaces!"}]},
+            "tolerations[0].value",
+            "label-value",
+        ),
+        (
+            {"tolerations": [{"key": "a", "effect": "NoExecute", "toleration_seconds": 10**30}]},
+            "tolerations[0].toleration_seconds",
+            "int64-range",
+        ),
+    ],
+)
+def test_flavor_inputs_kubernetes_would_refuse(
+    admin_client: APIClient, body: dict[str, Any], field: str, rule: str
+) -> None:
+    before = snapshot(admin_client)
+    response = admin_client.post("/api/v1/resource-flavors/", {"name": "f", **body}, format="json")
+    assert_refused(response, field, rule, before)
