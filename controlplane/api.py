@@ -8,10 +8,14 @@ like ``resource_groups[0].flavors[1].resources[0].lending_limit``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import ProtectedError
-from rest_framework import exceptions, status
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
+from django.views.defaults import server_error as django_server_error
+from rest_framework import exceptions, parsers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -20,6 +24,22 @@ from accounts.models import AccessDenial
 from accounts.services import record_access_denial
 from queues.errors import FieldError, PolicyConflict, PolicyInvalid
 from queues.services import StaleRevision
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's JSON parser, with absurdly nested input refused as a parse error
+    (Python's json module would otherwise hit the recursion limit: a 500)."""
+
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise exceptions.ParseError("JSON parse error - nested too deeply") from None
 
 
 class Pagination(PageNumberPagination):
@@ -98,6 +118,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         )
     if isinstance(exc, exceptions.ValidationError):
         return invalid_response(flatten_errors(exc.detail))
+    if isinstance(exc, exceptions.ParseError):
+        return invalid_response([FieldError("body", "parse-error", str(exc.detail))])
     if request is not None and isinstance(
         exc,
         exceptions.NotAuthenticated | exceptions.AuthenticationFailed | exceptions.PermissionDenied,
@@ -108,3 +130,26 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         }.get(type(exc), AccessDenial.Reason.FORBIDDEN)
         record_access_denial(request, reason=reason, detail=str(exc.detail))
     return drf_exception_handler(exc, context)
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404 as JSON under /api/ (clients parse it), Django's page elsewhere."""
+    if _wants_json(request):
+        return JsonResponse(
+            {"detail": f"No API endpoint at {request.path}; see /api/schema/ for the list."},
+            status=404,
+        )
+    return page_not_found(request, exception or Exception("not found"))
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _wants_json(request):
+        return JsonResponse(
+            {"detail": "Berth failed to answer this request; the error is in its log."},
+            status=500,
+        )
+    return django_server_error(request)

@@ -24,3 +24,6 @@ urlpatterns = [
     path("api-auth/", include("rest_framework.urls")),
     path("healthz", health.healthz, name="healthz"),
 ]
+
+handler404 = "controlplane.api.not_found"
+handler500 = "controlplane.api.server_error"

@@ -77,9 +77,14 @@ def memberships_of(team: Team) -> QuerySet[TeamMembership]:
 
 def history_for(user: Any) -> QuerySet[PolicyChange]:
     """Policy history ``user`` may read: everything for admins; for others every
-    public change plus membership changes of their own teams."""
+    public change plus the membership changes of their own teams since each team
+    was created (a slug can be reused, and the old team's members stay private)."""
     changes = PolicyChange.objects.select_related("actor")
     if is_platform_admin(user):
         return changes
-    own_slugs = list(Team.objects.filter(pk__in=team_ids_of(user)).values_list("slug", flat=True))
-    return changes.filter(~Q(kind=PolicyKind.TEAM_MEMBERSHIP) | Q(team_slug__in=own_slugs))
+    visible = ~Q(kind=PolicyKind.TEAM_MEMBERSHIP)
+    for slug, created_at in Team.objects.filter(pk__in=team_ids_of(user)).values_list(
+        "slug", "created_at"
+    ):
+        visible |= Q(kind=PolicyKind.TEAM_MEMBERSHIP, team_slug=slug, at__gte=created_at)
+    return changes.filter(visible)

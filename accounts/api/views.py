@@ -29,6 +29,7 @@ class ApiTokenViewSet(
     """Your own API tokens. Other people's tokens do not exist for you (404)."""
 
     serializer_class = ApiTokenSerializer
+    lookup_value_regex = "[0-9]+"
 
     def get_queryset(self) -> QuerySet[ApiToken]:
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user

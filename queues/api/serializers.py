@@ -77,6 +77,11 @@ class MembershipSerializer(StrictSerializer):
     role = choice(TeamRole, required=False, default=TeamRole.MEMBER)
 
 
+class TeamMembersSerializer(serializers.Serializer):
+    team = serializers.CharField(read_only=True)
+    members = MembershipSerializer(many=True, read_only=True)
+
+
 class TaintSerializer(StrictSerializer):
     key = serializers.CharField()
     value = serializers.CharField(required=False, allow_blank=True)

@@ -51,7 +51,9 @@ class PolicyViewSet(viewsets.ModelViewSet):
     service: PolicyKindService[Any]
     permission_classes = [ReadPolicyOrAdminWrites]
     lookup_field = "name"
-    lookup_value_regex = "[^/]+"
+    # Only characters a Kubernetes name can have: anything else (NUL bytes, say)
+    # is a 404 from the URL resolver instead of an error from the database.
+    lookup_value_regex = "[A-Za-z0-9._-]+"
 
     def _respond(self, obj: Any, code: int = status.HTTP_200_OK) -> Response:
         data = self.get_serializer(obj).data
@@ -68,20 +70,24 @@ class PolicyViewSet(viewsets.ModelViewSet):
 
     @extend_schema(parameters=[IF_MATCH])
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """PUT replaces the object (fields left out return to their defaults);
+        PATCH changes only the fields sent."""
+        partial = kwargs.pop("partial", False)
         obj = self.get_object()
-        serializer = self.get_serializer(obj, data=request.data, partial=True)
+        serializer = self.get_serializer(obj, data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
         obj = self.service.update(
             actor=request.user,
             obj=obj,
             data=serializer.validated_data,
             expected_revision=expected_revision(request),
+            replace=not partial,
         )
         return self._respond(self.get_queryset().get(pk=obj.pk))
 
     @extend_schema(parameters=[IF_MATCH])
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return self.update(request, *args, **kwargs)
+        return self.update(request, *args, partial=True, **kwargs)
 
     @extend_schema(parameters=[IF_MATCH])
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -124,7 +130,7 @@ class TeamViewSet(PolicyViewSet):
 
     @extend_schema(
         request=serializers.MembershipSerializer,
-        responses={200: serializers.MembershipSerializer(many=True)},
+        responses={200: serializers.TeamMembersSerializer, 201: serializers.TeamMembersSerializer},
     )
     # Privacy first: outsiders get 404 before the admin check can answer 403.
     @action(
@@ -132,6 +138,8 @@ class TeamViewSet(PolicyViewSet):
         methods=["get", "post"],
         url_path="members",
         permission_classes=[IsAuthenticated],
+        pagination_class=None,
+        filter_backends=[],
     )
     def members(self, request: Request, slug: str) -> Response:
         team = self._private_team(request, slug)
@@ -155,8 +163,10 @@ class TeamViewSet(PolicyViewSet):
     @action(
         detail=True,
         methods=["delete"],
-        url_path=r"members/(?P<username>[^/]+)",
+        url_path=r"members/(?P<username>[\w.@+-]+)",
         permission_classes=[IsAuthenticated],
+        pagination_class=None,
+        filter_backends=[],
     )
     def remove_member(self, request: Request, slug: str, username: str) -> Response:
         team = self._private_team(request, slug)
@@ -236,6 +246,7 @@ class PolicyHistoryViewSet(
     visible to the team and to admins only."""
 
     serializer_class = serializers.PolicyChangeSerializer
+    lookup_value_regex = "[0-9]+"
     filterset_class = filters.PolicyChangeFilter
     ordering_fields = ["at"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from queues import rules, snapshots
@@ -51,15 +52,30 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def _complete(spec: dict[str, Any]) -> dict[str, Any]:
-    """Fill queueing and preemption fields left empty from the queue class."""
-    queue_class = (
-        QueueClass.objects.filter(name=spec["queue_class"]).first() if spec["queue_class"] else None
-    )
+def _complete(
+    spec: dict[str, Any], changes: Mapping[str, Any], existing: ClusterQueue | None
+) -> dict[str, Any]:
+    """Fill the queueing and preemption fields from the queue class.
+
+    An empty field takes the class's value. When the queue moves to another
+    class, a field that still has the old class's value follows the new class,
+    unless the same request sets it: the queue kept the old default, so it
+    wants the new one."""
+    queue_class = _class(spec["queue_class"])
+    old_class = existing.queue_class if existing is not None else None
+    class_changed = existing is not None and old_class != queue_class
     for field, fallback in CLASS_CONTROLLED.items():
-        if spec.get(field) in (None, ""):
-            spec[field] = getattr(queue_class, field) if queue_class else fallback
+        new_default = getattr(queue_class, field) if queue_class else fallback
+        old_default = getattr(old_class, field) if old_class else fallback
+        if spec.get(field) in (None, "") or (
+            class_changed and field not in changes and spec[field] == old_default
+        ):
+            spec[field] = new_default
     return spec
+
+
+def _class(name: str | None) -> QueueClass | None:
+    return QueueClass.objects.filter(name=name).first() if name else None
 
 
 def _parse(spec: dict[str, Any]) -> ParsedQuota:

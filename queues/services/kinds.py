@@ -43,8 +43,9 @@ class PolicyKindService(Generic[M]):
     object_name: Callable[[M], str]
     # runs inside the same transaction after every successful write or delete
     after_change: Callable[[Any], None] | None = None
-    # (spec) -> spec: fills defaults that depend on other fields (queue class)
-    complete: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # (full spec, the fields the caller sent, stored object or None) -> spec:
+    # fills defaults that depend on other fields (a queue's class, a team's slug)
+    complete: Callable[[dict[str, Any], Mapping[str, Any], M | None], dict[str, Any]] | None = None
     # (object, actor): removes what Berth generated for the object before it goes
     before_delete: Callable[[M, Any], None] | None = None
     # fields naming other objects; "" is normalised to None before validation
@@ -56,7 +57,7 @@ class PolicyKindService(Generic[M]):
             raise_if(unknown_field_errors(data, self.defaults))
             blank_references_to_none(spec, self.references)
             if self.complete is not None:
-                spec = self.complete(spec)
+                spec = self.complete(spec, data, None)
             raise_if(self.validate(spec, None))
             obj = self.write(spec, None, actor)
             self._record(actor, obj, ChangeAction.CREATED, None, self.snapshot(obj))
@@ -65,16 +66,26 @@ class PolicyKindService(Generic[M]):
             return obj
 
     def update(
-        self, *, actor: Any, obj: M, data: Mapping[str, Any], expected_revision: int | None = None
+        self,
+        *,
+        actor: Any,
+        obj: M,
+        data: Mapping[str, Any],
+        expected_revision: int | None = None,
+        replace: bool = False,
     ) -> M:
+        """Change ``obj``: with ``replace`` (PUT) ``data`` is the whole object and
+        fields left out go back to their defaults; otherwise (PATCH) only the
+        fields in ``data`` change."""
         with policy_write():
             obj.refresh_from_db()
             check_revision(obj, expected_revision)
             before = self.snapshot(obj)
             raise_if(unknown_field_errors(data, self.defaults))
-            spec = blank_references_to_none(merge(before, data), self.references)
+            spec = with_defaults(data, self.defaults) if replace else merge(before, data)
+            blank_references_to_none(spec, self.references)
             if self.complete is not None:
-                spec = self.complete(spec)
+                spec = self.complete(spec, data, obj)
             raise_if(self.validate(spec, obj))
             if spec == before:
                 return obj

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -29,7 +30,9 @@ RESERVED_NAMESPACES = frozenset(
 DEFAULTS: dict[str, Any] = {"slug": None, "name": None, "description": "", "namespaces": None}
 
 
-def _complete(spec: dict[str, Any]) -> dict[str, Any]:
+def _complete(
+    spec: dict[str, Any], changes: Mapping[str, Any], existing: Team | None
+) -> dict[str, Any]:
     if spec.get("namespaces") is None and spec.get("slug"):
         spec["namespaces"] = [spec["slug"]]
     return spec
