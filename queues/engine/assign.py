@@ -1,0 +1,329 @@
+"""Flavor assignment: which flavor each pod set's resources would use, and
+whether that fits now, needs preemption, or can never fit.
+
+Follows Kueue v0.19's flavor assigner: pod sets in spec order, each resource
+group searched in its listed flavor order, taints (against the pod's and the
+flavor's tolerations) and node selectors checked first, then quota; the stop
+rule and the preference between flavors come from flavor fungibility.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from queues.engine.messages import kubernetes_quantity, request_order
+from queues.engine.model import (
+    ClusterQueue,
+    FlavorResource,
+    FungibilityAction,
+    FungibilityPreference,
+    PodSet,
+    Policy,
+    ResourceFlavor,
+    ResourceGroup,
+    Workload,
+)
+from queues.engine.quota import Node
+
+
+class Mode(IntEnum):
+    """Kueue's internal ranking of how a flavor-resource can be satisfied."""
+
+    NO_FIT = 0
+    NO_CANDIDATES = 1  # needs preemption, but nothing may be preempted
+    PREEMPT = 2  # needs preemption inside its own ClusterQueue
+    RECLAIM = 3  # needs preemption only in other ClusterQueues
+    FIT = 4
+
+
+# (workload, flavor-resource, amount needed) -> (mode, borrowing level after preemption)
+Oracle = Callable[[Workload, FlavorResource, int], tuple[Mode, int]]
+
+
+@dataclass
+class QuotaCheck:
+    """One flavor × resource examined for a pod set: the numbers behind the
+    verdict, kept for explanations."""
+
+    flavor: str
+    resource: str
+    requested: int  # this pod set's request plus earlier pod sets' in the same flavor
+    available: int
+    potential: int
+    nominal: int
+    borrowing_limit: int | None
+    mode: Mode
+    borrow: int
+
+
+@dataclass
+class PodSetAssignment:
+    name: str
+    flavors: dict[str, str] = field(default_factory=dict)  # resource -> flavor
+    mode: Mode = Mode.FIT
+    borrow: int = 0
+    reasons: list[str] = field(default_factory=list)
+    checks: list[QuotaCheck] = field(default_factory=list)
+    skipped_flavors: dict[str, str] = field(default_factory=dict)  # flavor -> why
+
+
+@dataclass
+class Assignment:
+    pod_sets: list[PodSetAssignment]
+    usage: dict[FlavorResource, int]
+    # flavor-resources whose assignment needs preemption
+    contested: set[FlavorResource]
+
+    @property
+    def mode(self) -> Mode:
+        return min((p.mode for p in self.pod_sets), default=Mode.FIT)
+
+    @property
+    def borrowing(self) -> int:
+        return max((p.borrow for p in self.pod_sets), default=0)
+
+    @property
+    def fits(self) -> bool:
+        return self.mode is Mode.FIT
+
+    @property
+    def needs_preemption(self) -> bool:
+        return Mode.NO_FIT < self.mode < Mode.FIT
+
+    def flavors(self) -> dict[str, dict[str, str]]:
+        return {p.name: dict(p.flavors) for p in self.pod_sets}
+
+    def message(self) -> str:
+        """Kueue's text: per failing pod set, its reasons sorted and joined."""
+        parts = [
+            f"couldn't assign flavors to pod set {p.name}: {', '.join(sorted(p.reasons))}"
+            for p in self.pod_sets
+            if p.mode is not Mode.FIT
+        ]
+        return "; ".join(parts)
+
+
+def pod_set_requests(pod_set: PodSet, queue: ClusterQueue) -> dict[str, int]:
+    """Total requests; ``pods`` counts only when the ClusterQueue covers it."""
+    requests = pod_set.total()
+    if any("pods" in group.covered_resources for group in queue.resource_groups):
+        requests["pods"] = pod_set.count
+    return requests
+
+
+def untolerated_taint(pod_set: PodSet, flavor: ResourceFlavor) -> str | None:
+    tolerations = (*pod_set.tolerations, *flavor.tolerations)
+    for taint in flavor.node_taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(t.tolerates(taint) for t in tolerations):
+            shown = f"{{{taint.key} {taint.value} {taint.effect} <nil>}}"  # Go's struct print
+            return f"untolerated taint {shown} in flavor {flavor.name}"
+    return None
+
+
+def selector_mismatch(pod_set: PodSet, flavor: ResourceFlavor) -> str | None:
+    """Only keys the flavor labels are compared; other selector keys are the
+    node scheduler's business, not the flavor's."""
+    for key, value in pod_set.node_selector.items():
+        if key in flavor.node_labels and flavor.node_labels[key] != value:
+            return f"flavor {flavor.name} doesn't match node affinity"
+    return None
+
+
+def _preferred(
+    a: tuple[Mode, int], b: tuple[Mode, int] | None, preference: FungibilityPreference
+) -> bool:
+    """Whether flavor outcome ``a`` beats ``b`` (the best so far)."""
+    if a[0] is Mode.NO_FIT:
+        return False
+    if b is None or b[0] is Mode.NO_FIT:
+        return True
+    if (a[0] is Mode.NO_CANDIDATES) != (b[0] is Mode.NO_CANDIDATES):
+        return b[0] is Mode.NO_CANDIDATES
+    if preference is FungibilityPreference.PREEMPTION_OVER_BORROWING:
+        return (a[1], -a[0]) < (b[1], -b[0])
+    return (-a[0], a[1]) < (-b[0], b[1])
+
+
+def _try_next(mode: Mode, borrow: int, queue: ClusterQueue) -> bool:
+    fungibility = queue.flavor_fungibility
+    if mode in (Mode.NO_FIT, Mode.NO_CANDIDATES):
+        return True
+    if mode in (Mode.PREEMPT, Mode.RECLAIM) and (
+        fungibility.when_can_preempt is FungibilityAction.TRY_NEXT_FLAVOR
+    ):
+        return True
+    return borrow > 0 and fungibility.when_can_borrow is FungibilityAction.TRY_NEXT_FLAVOR
+
+
+class FlavorAssigner:
+    """Assigns flavors for one workload in one ClusterQueue against the tree's
+    current usage. ``oracle`` simulates preemption for one flavor-resource."""
+
+    def __init__(self, policy: Policy, queue: ClusterQueue, node: Node, oracle: Oracle) -> None:
+        self.policy = policy
+        self.queue = queue
+        self.node = node
+        self.oracle = oracle
+        self.group_of: dict[str, ResourceGroup] = {
+            resource: group
+            for group in queue.resource_groups
+            for resource in group.covered_resources
+        }
+
+    def assign(self, workload: Workload) -> Assignment:
+        usage: dict[FlavorResource, int] = {}
+        contested: set[FlavorResource] = set()
+        results: list[PodSetAssignment] = []
+        for pod_set in workload.pod_sets:
+            result = self._assign_pod_set(workload, pod_set, usage, contested)
+            results.append(result)
+            if result.mode is Mode.NO_FIT:
+                # Kueue stops at the first pod set that cannot be placed.
+                break
+        return Assignment(results, usage, contested)
+
+    def _assign_pod_set(
+        self,
+        workload: Workload,
+        pod_set: PodSet,
+        usage: dict[FlavorResource, int],
+        contested: set[FlavorResource],
+    ) -> PodSetAssignment:
+        result = PodSetAssignment(pod_set.name)
+        requests = pod_set_requests(pod_set, self.queue)
+        resolved: set[int] = set()
+        for resource in request_order(requests):
+            amount = requests[resource]
+            group = self.group_of.get(resource)
+            if group is None:
+                if amount > 0:
+                    return PodSetAssignment(
+                        pod_set.name,
+                        mode=Mode.NO_FIT,
+                        reasons=[f"resource {resource} unavailable in ClusterQueue"],
+                    )
+                continue
+            if id(group) in resolved:
+                continue
+            resolved.add(id(group))
+            wanted = {r: a for r, a in requests.items() if r in group.covered_resources}
+            first_reason = len(result.reasons)
+            chosen = self._search(workload, pod_set, group, wanted, usage, result)
+            if chosen is None:
+                # Only this group's reasons explain the failure.
+                return PodSetAssignment(
+                    pod_set.name,
+                    mode=Mode.NO_FIT,
+                    reasons=result.reasons[first_reason:],
+                    checks=result.checks,
+                    skipped_flavors=result.skipped_flavors,
+                )
+            flavor, mode, borrow = chosen
+            if mode is Mode.FIT:
+                del result.reasons[first_reason:]
+            for resource_name, amount_needed in wanted.items():
+                result.flavors[resource_name] = flavor
+                fr = (flavor, resource_name)
+                usage[fr] = usage.get(fr, 0) + amount_needed
+                if mode is not Mode.FIT:
+                    contested.add(fr)
+            result.mode = min(result.mode, mode)
+            result.borrow = max(result.borrow, borrow)
+        return result
+
+    def _search(
+        self,
+        workload: Workload,
+        pod_set: PodSet,
+        group: ResourceGroup,
+        wanted: dict[str, int],
+        usage: dict[FlavorResource, int],
+        result: PodSetAssignment,
+    ) -> tuple[str, Mode, int] | None:
+        best: tuple[str, Mode, int] | None = None
+        preference = self.queue.flavor_fungibility.preference
+        for flavor_quotas in group.flavors:
+            flavor = self.policy.flavors.get(flavor_quotas.flavor)
+            if flavor is None:
+                result.reasons.append(f"flavor {flavor_quotas.flavor} not found")
+                continue
+            problem = untolerated_taint(pod_set, flavor) or selector_mismatch(pod_set, flavor)
+            if problem:
+                result.reasons.append(problem)
+                result.skipped_flavors[flavor.name] = problem
+                continue
+            mode, borrow = Mode.FIT, 0
+            for resource in request_order(wanted):
+                fr = (flavor.name, resource)
+                r_mode, r_borrow = self._fits_quota(
+                    workload, fr, usage.get(fr, 0), wanted[resource], result
+                )
+                mode = min(mode, r_mode)
+                borrow = max(borrow, r_borrow)
+            outcome = (flavor.name, mode, borrow)
+            if not _try_next(mode, borrow, self.queue):
+                return outcome
+            if _preferred((mode, borrow), (best[1], best[2]) if best else None, preference):
+                best = outcome
+        if best is None or best[1] is Mode.NO_FIT:
+            return None
+        return best
+
+    def _fits_quota(
+        self,
+        workload: Workload,
+        fr: FlavorResource,
+        assumed: int,
+        request: int,
+        result: PodSetAssignment,
+    ) -> tuple[Mode, int]:
+        flavor, resource = fr
+        value = assumed + request
+        node = self.node
+        potential = node.potential_available(fr)
+        available = max(0, node.available(fr))
+        check = QuotaCheck(
+            flavor,
+            resource,
+            value,
+            available,
+            potential,
+            node.nominal(fr),
+            node.borrowing_limit(fr),
+            Mode.FIT,
+            0,
+        )
+        result.checks.append(check)
+        if value > potential:
+            result.reasons.append(
+                f"insufficient quota for {resource} in flavor {flavor}, previously considered "
+                f"podsets requests ({kubernetes_quantity(resource, assumed)}) + current podset "
+                f"request ({kubernetes_quantity(resource, request)}) > maximum capacity "
+                f"({kubernetes_quantity(resource, potential)})"
+            )
+            check.mode = Mode.NO_FIT
+            return Mode.NO_FIT, 0
+        borrow, may_reclaim = node.borrowing_level(fr, value)
+        if value <= available:
+            check.borrow = borrow
+            return Mode.FIT, borrow
+        result.reasons.append(
+            f"insufficient unused quota for {resource} in flavor {flavor}, "
+            f"{kubernetes_quantity(resource, value - available)} more needed"
+        )
+        preemption = self.queue.preemption
+        can_preempt_while_borrowing = preemption.borrow_within_cohort.value != "Never" or (
+            self.policy.fair_sharing and preemption.reclaim_within_cohort.value != "Never"
+        )
+        if node.nominal(fr) >= value or may_reclaim or can_preempt_while_borrowing:
+            mode, borrow = self.oracle(workload, fr, value)
+            check.mode, check.borrow = mode, borrow
+            return mode, borrow
+        check.mode = Mode.NO_FIT
+        return Mode.NO_FIT, 0

@@ -1,0 +1,235 @@
+"""The engine's picture of a cluster: flavors, the cohort tree, ClusterQueues and
+workloads, as plain immutable-by-convention dataclasses.
+
+Amounts are canonical integers (milli-CPU, bytes, counts; see
+``queues.quantity``); times are seconds on the engine's clock. Names follow
+Kueue's API (v1beta2) so that a reader of Kueue's documentation recognises them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+FlavorResource = tuple[str, str]  # (flavor, resource)
+
+
+class QueueingStrategy(StrEnum):
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    STRICT_FIFO = "StrictFIFO"
+
+
+class WithinClusterQueue(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimWithinCohort(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohort(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class FungibilityAction(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class FungibilityPreference(StrEnum):
+    NONE = ""
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+class StopPolicy(StrEnum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class CheckState(StrEnum):
+    PENDING = "Pending"
+    READY = "Ready"
+    RETRY = "Retry"
+    REJECTED = "Rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' rule: empty effect matches every effect; empty key with
+        Exists matches every taint."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: str
+    node_labels: dict[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    flavor: str
+    resources: dict[str, Quota]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    within_cluster_queue: WithinClusterQueue = WithinClusterQueue.NEVER
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort.NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: FungibilityAction = FungibilityAction.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityAction = FungibilityAction.TRY_NEXT_FLAVOR
+    preference: FungibilityPreference = FungibilityPreference.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    cohort: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    preemption: Preemption = Preemption()
+    fair_sharing_weight: float = 1.0
+    flavor_fungibility: FlavorFungibility = FlavorFungibility()
+    # AdmissionCheck name -> the flavors it applies to (empty: every flavor)
+    admission_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: str
+    count: int
+    requests: dict[str, int]  # per pod
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+    def total(self) -> dict[str, int]:
+        return {resource: amount * self.count for resource, amount in self.requests.items()}
+
+
+# podSet -> resource -> flavor
+Assignment = dict[str, dict[str, str]]
+
+
+@dataclass(slots=True)
+class Workload:
+    """A job's request for quota. Mutable: the engine records its admission,
+    evictions and check states on it as time passes."""
+
+    name: str
+    cluster_queue: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int = 0
+    creation_time: float = float("-inf")
+    namespace: str = "default"
+    runtime: float | None = None
+    checkpoint_interval: float | None = None
+    # Quota held: which flavor each pod set's resources use (None: pending).
+    admission: Assignment | None = None
+    admitted_at: float | None = None
+    # Time the workload entered (or re-entered) its queue; orders FIFO queues.
+    queued_at: float | None = None
+    check_states: dict[str, CheckState] = field(default_factory=dict)
+    active: bool = True
+    # Evicted but still holding quota (its job is stopping); preempted first.
+    evicting: bool = False
+    evictions: int = 0
+    work_done: float = 0.0  # seconds of runtime completed so far (kept across requeues)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def queue_order_time(self) -> float:
+        return self.queued_at if self.queued_at is not None else self.creation_time
+
+    @property
+    def has_quota(self) -> bool:
+        return self.admission is not None
+
+    @property
+    def is_admitted(self) -> bool:
+        """Quota reserved and every admission check Ready."""
+        return self.admission is not None and all(
+            state is CheckState.READY for state in self.check_states.values()
+        )
+
+    def usage(self) -> dict[FlavorResource, int]:
+        """What the workload holds, by flavor × resource (empty when pending)."""
+        held: dict[FlavorResource, int] = {}
+        if self.admission is None:
+            return held
+        for pod_set in self.pod_sets:
+            flavors = self.admission.get(pod_set.name, {})
+            for resource, amount in pod_set.total().items():
+                flavor = flavors.get(resource)
+                if flavor is not None:
+                    key = (flavor, resource)
+                    held[key] = held.get(key, 0) + amount
+        return held
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Everything the engine needs to know about the cluster's policy."""
+
+    flavors: dict[str, ResourceFlavor]
+    cohorts: dict[str, Cohort]
+    cluster_queues: dict[str, ClusterQueue]
+    fair_sharing: bool = False

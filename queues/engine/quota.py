@@ -1,0 +1,230 @@
+"""The quota tree, per flavor × resource, as Kueue v0.19 computes it.
+
+Every ClusterQueue and Cohort is a node. For a flavor-resource ``fr``:
+
+- **subtree quota**: a ClusterQueue's nominal quota; a Cohort's own nominal
+  quota plus, for each child, the child's subtree quota minus what the child
+  keeps for itself;
+- **local quota** (what a node keeps and never lends):
+  ``max(0, subtree − lendingLimit)`` when a lendingLimit is set, else 0 —
+  without a lendingLimit everything goes into the parent's pool;
+- **usage** beyond a node's unused local quota is also usage of its parent,
+  recursively;
+- **available**: a root's subtree quota minus its usage; below the root, the
+  node's unused local quota plus what its parent has available, capped by the
+  node's borrowingLimit (it never holds more than ``subtree + borrowingLimit``).
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from queues.engine.model import FlavorResource, Policy, Quota
+
+
+@dataclass(eq=False)
+class Node:
+    """A ClusterQueue or a Cohort in the tree."""
+
+    name: str
+    is_cohort: bool
+    quotas: dict[FlavorResource, Quota]
+    weight: float = 1.0
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
+    subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+    height: int = 0
+
+    def __repr__(self) -> str:
+        return f"{'Cohort' if self.is_cohort else 'ClusterQueue'}({self.name})"
+
+    # ------------------------------------------------------------ quota figures
+
+    def nominal(self, fr: FlavorResource) -> int:
+        quota = self.quotas.get(fr)
+        return quota.nominal if quota else 0
+
+    def borrowing_limit(self, fr: FlavorResource) -> int | None:
+        quota = self.quotas.get(fr)
+        return quota.borrowing_limit if quota else None
+
+    def lending_limit(self, fr: FlavorResource) -> int | None:
+        quota = self.quotas.get(fr)
+        return quota.lending_limit if quota else None
+
+    def local_quota(self, fr: FlavorResource) -> int:
+        """What the node keeps for its own subtree and never lends upward."""
+        lending = self.lending_limit(fr)
+        if lending is None:
+            return 0
+        return max(0, self.subtree.get(fr, 0) - lending)
+
+    def local_available(self, fr: FlavorResource) -> int:
+        return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
+
+    def lendable(self, fr: FlavorResource) -> int:
+        """What the node puts into its parent's pool."""
+        return self.subtree.get(fr, 0) - self.local_quota(fr)
+
+    def available(self, fr: FlavorResource) -> int:
+        """What this node could still take for ``fr`` (negative when over-admitted)."""
+        if self.parent is None:
+            return self.subtree.get(fr, 0) - self.usage.get(fr, 0)
+        from_parent = self.parent.available(fr)
+        limit = self.borrowing_limit(fr)
+        if limit is not None:
+            used_in_parent = max(0, self.usage.get(fr, 0) - self.local_quota(fr))
+            from_parent = min(from_parent, self.lendable(fr) - used_in_parent + limit)
+        return self.local_available(fr) + from_parent
+
+    def potential_available(self, fr: FlavorResource) -> int:
+        """The most this node could ever use, with nothing running anywhere: a
+        request above this never fits, whatever is preempted."""
+        if self.parent is None:
+            return self.subtree.get(fr, 0)
+        potential = self.local_quota(fr) + self.parent.potential_available(fr)
+        limit = self.borrowing_limit(fr)
+        if limit is not None:
+            potential = min(potential, self.subtree.get(fr, 0) + limit)
+        return potential
+
+    def borrowing_with(self, fr: FlavorResource, amount: int) -> bool:
+        """A ClusterQueue compares with its nominal quota, a Cohort with its subtree."""
+        limit = self.subtree.get(fr, 0) if self.is_cohort else self.nominal(fr)
+        return limit < self.usage.get(fr, 0) + amount
+
+    def within_nominal(self, frs: Iterator[FlavorResource] | set[FlavorResource]) -> bool:
+        return all(self.subtree.get(fr, 0) >= self.usage.get(fr, 0) for fr in frs)
+
+    # ---------------------------------------------------------------- mutation
+
+    def add_usage(self, fr: FlavorResource, amount: int) -> None:
+        """Add usage; the part beyond unused local quota bubbles to the parent."""
+        spare = self.local_available(fr)
+        self.usage[fr] = self.usage.get(fr, 0) + amount
+        if self.parent is not None and amount > spare:
+            self.parent.add_usage(fr, amount - spare)
+
+    def remove_usage(self, fr: FlavorResource, amount: int) -> None:
+        stored_in_parent = self.usage.get(fr, 0) - self.local_quota(fr)
+        self.usage[fr] = self.usage.get(fr, 0) - amount
+        if self.parent is not None and stored_in_parent > 0:
+            self.parent.remove_usage(fr, min(amount, stored_in_parent))
+
+    # -------------------------------------------------------------- navigation
+
+    def ancestors(self) -> Iterator[Node]:
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def root(self) -> Node:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def path(self) -> str:
+        """Kueue's path notation: /root/…/parent/name."""
+        names = [self.name, *(a.name for a in self.ancestors())]
+        return "/" + "/".join(reversed(names))
+
+    def queues(self) -> Iterator[Node]:
+        """Every ClusterQueue in this node's subtree (itself, for a queue)."""
+        if not self.is_cohort:
+            yield self
+            return
+        for child in self.children:
+            yield from child.queues()
+
+    def borrowing_level(self, fr: FlavorResource, amount: int) -> tuple[int, bool]:
+        """How far up the tree ``amount`` more of ``fr`` must come from (0: within
+        the queue's nominal quota), and whether the subtree that can hold it still
+        has a parent (so reclaiming inside the hierarchy could help)."""
+        if self.parent is None or not self.borrowing_with(fr, amount):
+            return 0, self.parent is not None
+        remaining = amount - self.local_available(fr)
+        last = self
+        for ancestor in self.ancestors():
+            last = ancestor
+            if not ancestor.borrowing_with(fr, remaining):
+                return ancestor.height, ancestor.parent is not None
+            remaining -= ancestor.local_available(fr)
+        return last.height, False
+
+
+def _quotas(groups: Any) -> dict[FlavorResource, Quota]:
+    quotas: dict[FlavorResource, Quota] = {}
+    for group in groups:
+        for fq in group.flavors:
+            for resource, quota in fq.resources.items():
+                quotas[(fq.flavor, resource)] = quota
+    return quotas
+
+
+class QuotaTree:
+    """Nodes for every ClusterQueue and Cohort of a policy, with usage."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.cohorts: dict[str, Node] = {
+            name: Node(name, True, _quotas(c.resource_groups), c.fair_sharing_weight)
+            for name, c in policy.cohorts.items()
+        }
+        self.queues: dict[str, Node] = {
+            name: Node(name, False, _quotas(q.resource_groups), q.fair_sharing_weight)
+            for name, q in policy.cluster_queues.items()
+        }
+        # Children in name order: Kueue leaves sibling order to Go's map
+        # iteration; a fixed order keeps every decision reproducible.
+        for name in sorted(policy.cohorts):
+            parent = policy.cohorts[name].parent
+            if parent is not None and parent in self.cohorts:
+                self._attach(self.cohorts[name], self.cohorts[parent])
+        for name in sorted(policy.cluster_queues):
+            cohort = policy.cluster_queues[name].cohort
+            if cohort is not None:
+                self._attach(self.queues[name], self.cohorts[cohort])
+        self.roots = [
+            n for n in (*self.cohorts.values(), *self.queues.values()) if n.parent is None
+        ]
+        for root in self.roots:
+            self._compute(root)
+
+    @staticmethod
+    def _attach(child: Node, parent: Node) -> None:
+        child.parent = parent
+        parent.children.append(child)
+
+    def _compute(self, node: Node) -> None:
+        subtree = {fr: quota.nominal for fr, quota in node.quotas.items()}
+        height = 1 if node.is_cohort and node.children else 0
+        for child in node.children:
+            self._compute(child)
+            if child.is_cohort:
+                height = max(height, child.height + 1)
+            for fr in child.subtree:
+                subtree[fr] = subtree.get(fr, 0) + child.lendable(fr)
+        node.subtree = subtree
+        node.height = height
+
+    def add(self, queue: str, usage: Mapping[FlavorResource, int]) -> None:
+        node = self.queues[queue]
+        for fr, amount in usage.items():
+            if amount:
+                node.add_usage(fr, amount)
+
+    def remove(self, queue: str, usage: Mapping[FlavorResource, int]) -> None:
+        node = self.queues[queue]
+        for fr, amount in usage.items():
+            if amount:
+                node.remove_usage(fr, amount)
+
+    def fits(self, queue: str, usage: Mapping[FlavorResource, int]) -> bool:
+        node = self.queues[queue]
+        return all(amount <= max(0, node.available(fr)) for fr, amount in usage.items() if amount)

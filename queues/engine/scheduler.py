@@ -1,0 +1,535 @@
+"""The scheduler: cluster state plus Kueue's scheduling cycle.
+
+One cycle takes the head of every active ClusterQueue, assigns flavors against
+the usage at the start of the cycle, orders the entries (classic: not borrowing
+first, then priority, then queue-order time; fair sharing: a tournament on
+dominant resource share), and processes them one by one against the usage as
+it changes: fit → quota reserved (admitted once every admission check is
+Ready); preemption needed with victims → victims evicted, the preemptor waits
+for the next cycle; otherwise the head goes back to its queue (StrictFIFO:
+still the head; BestEffortFIFO: parked until capacity may have changed).
+
+Deliberate simplifications, documented in the README: no partial admission, no
+topology-aware scheduling, no flavor-scan resumption across cycles, evictions
+release quota at the end of the cycle that issued them, and ties Kueue leaves to
+Go's map order are broken by name.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from queues.engine.assign import Assignment, FlavorAssigner, Mode
+from queues.engine.fairshare import compare, dominant_resource_share
+from queues.engine.model import (
+    CheckState,
+    ClusterQueue,
+    FlavorResource,
+    Policy,
+    ReclaimWithinCohort,
+    StopPolicy,
+    Workload,
+)
+from queues.engine.preemption import REASON_TEXT, Preemptor, Reason, Target
+from queues.engine.queueing import PendingQueue
+from queues.engine.quota import Node, QuotaTree
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Why a workload is not admitted: a stable code and Kueue-style text."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Preemption:
+    victim: str
+    preemptor: str
+    reason: Reason
+    cluster_queue: str
+    message: str
+
+
+@dataclass
+class CycleResult:
+    admitted: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    reserved: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    preempted: list[Preemption] = field(default_factory=list)
+    evaluated: dict[str, Pending] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.admitted or self.reserved or self.preempted)
+
+    def merge(self, other: CycleResult) -> None:
+        self.admitted.update(other.admitted)
+        self.reserved.update(other.reserved)
+        self.preempted.extend(other.preempted)
+        self.evaluated.update(other.evaluated)
+
+
+@dataclass
+class Entry:
+    workload: Workload
+    queue: ClusterQueue
+    assignment: Assignment | None
+    targets: list[Target] = field(default_factory=list)
+    pending: Pending | None = None  # set when the head is inadmissible before assignment
+
+
+class Scheduler:
+    """Cluster state and the cycle. Times are seconds on the caller's clock."""
+
+    def __init__(
+        self, policy: Policy, workloads: Iterable[Workload] = (), now: float = 0.0
+    ) -> None:
+        self.policy = policy
+        self.now = now
+        self.tree = QuotaTree(policy)
+        self.workloads: dict[str, Workload] = {}
+        self.reserved: dict[str, dict[str, Workload]] = {name: {} for name in policy.cluster_queues}
+        self.usage_of: dict[str, dict[FlavorResource, int]] = {}
+        self.queues = {
+            name: PendingQueue(name, queue.queueing_strategy)
+            for name, queue in policy.cluster_queues.items()
+        }
+        self.status: dict[str, Pending] = {}
+        self.cycles = 0
+        self._cycle_holds: list[tuple[str, dict[FlavorResource, int]]] = []
+        self._preemptors: dict[str, str] = {}
+        # Root cohort (or queue) names whose parked workloads should queue again.
+        self._unpark_requests: set[str] = set()
+        for workload in workloads:
+            self.add(workload)
+
+    # ---------------------------------------------------------------- state
+
+    def add(self, workload: Workload) -> None:
+        """A workload arrives: holding quota (a snapshot) or pending."""
+        if workload.key in self.workloads:
+            raise ValueError(f"workload {workload.key} already exists")
+        self.workloads[workload.key] = workload
+        if workload.admission is not None:
+            self._hold(workload)
+            if not workload.check_states:
+                workload.check_states = self._pending_checks(workload)
+        elif workload.active:
+            if workload.queued_at is None:
+                workload.queued_at = workload.creation_time
+            self.queues[workload.cluster_queue].push(workload)
+            self.status[workload.key] = Pending("Queued", self._queued_message(workload))
+
+    def _hold(self, workload: Workload) -> None:
+        usage = workload.usage()
+        self.usage_of[workload.key] = usage
+        self.reserved[workload.cluster_queue][workload.key] = workload
+        self.tree.add(workload.cluster_queue, usage)
+        self.status.pop(workload.key, None)
+
+    def _release(self, workload: Workload) -> None:
+        usage = self.usage_of.pop(workload.key, {})
+        self.reserved[workload.cluster_queue].pop(workload.key, None)
+        self.tree.remove(workload.cluster_queue, usage)
+        workload.admission = None
+        workload.admitted_at = None
+        workload.evicting = False
+        self._request_unpark(workload.cluster_queue)
+
+    def _request_unpark(self, queue: str) -> None:
+        self._unpark_requests.add(self.tree.queues[queue].root().name)
+
+    def apply_unpark_requests(self) -> int:
+        """Queue again every parked workload in trees where capacity may have
+        been freed (Kueue does this about a second after the event)."""
+        moved = 0
+        roots, self._unpark_requests = self._unpark_requests, set()
+        for name, node in self.tree.queues.items():
+            if node.root().name in roots:
+                moved += self.queues[name].unpark()
+        return moved
+
+    @property
+    def has_unpark_requests(self) -> bool:
+        return bool(self._unpark_requests)
+
+    def finish(self, key: str) -> Workload:
+        """The workload's job ended: it releases its quota and leaves."""
+        workload = self.workloads.pop(key)
+        if workload.admission is not None:
+            self._release(workload)
+        self.queues[workload.cluster_queue].remove(key)
+        self.status.pop(key, None)
+        return workload
+
+    def evict(self, key: str, *, requeue_at: float | None = None) -> Workload:
+        """Release quota and queue again; by default it keeps its place (Kueue
+        orders a preempted workload by its creation time)."""
+        workload = self.workloads[key]
+        if workload.admission is not None:
+            self._release(workload)
+        workload.evictions += 1
+        workload.check_states = {}
+        if requeue_at is not None:
+            workload.queued_at = requeue_at
+        if workload.active:
+            self.queues[workload.cluster_queue].push(workload)
+        return workload
+
+    def set_check(self, key: str, check: str, state: CheckState) -> None:
+        """An admission check controller answered (Kueue's workload controller)."""
+        workload = self.workloads[key]
+        if workload.admission is None or check not in workload.check_states:
+            raise ValueError(f"{key} has no admission check {check!r} to update")
+        workload.check_states[check] = state
+        self.reconcile_checks(key)
+
+    def reconcile_checks(self, key: str) -> None:
+        """Retry: release quota and queue again, ordered by the eviction time.
+        Rejected: release quota and deactivate. Ready everywhere: admitted."""
+        workload = self.workloads[key]
+        states = workload.check_states.values()
+        if CheckState.REJECTED in states:
+            rejected = sorted(
+                n for n, s in workload.check_states.items() if s is CheckState.REJECTED
+            )
+            self._release(workload)
+            workload.active = False
+            workload.check_states = {}
+            self.status[key] = Pending(
+                "Deactivated",
+                "The workload is deactivated due to AdmissionCheck in Rejected state: "
+                + "; ".join(f'"{n}"' for n in rejected),
+            )
+        elif CheckState.RETRY in states:
+            retry = sorted(n for n, s in workload.check_states.items() if s is CheckState.RETRY)
+            self.evict(key, requeue_at=self.now)
+            self.status[key] = Pending(
+                "Pending",
+                f"Evicted due to AdmissionCheck{'s' if len(retry) > 1 else ''} in Retry state: "
+                + "; ".join(f'"{n}"' for n in retry),
+            )
+
+    def _pending_checks(self, workload: Workload) -> dict[str, CheckState]:
+        queue = self.policy.cluster_queues[workload.cluster_queue]
+        used = {
+            flavor for flavors in (workload.admission or {}).values() for flavor in flavors.values()
+        }
+        return {
+            name: CheckState.PENDING
+            for name, on_flavors in queue.admission_checks.items()
+            if not on_flavors or used & set(on_flavors)
+        }
+
+    # ---------------------------------------------------------------- cycle
+
+    def _active(self, queue: ClusterQueue) -> bool:
+        return queue.stop_policy is StopPolicy.NONE
+
+    def _preemptor(self, exclude: set[str]) -> Preemptor:
+        return Preemptor(self.policy, self.tree, self.reserved, self.usage_of, exclude, self.now)
+
+    def assign(self, workload: Workload, exclude: set[str] | None = None) -> Assignment:
+        """Flavor assignment for a pending workload against current usage."""
+        queue = self.policy.cluster_queues[workload.cluster_queue]
+        node = self.tree.queues[queue.name]
+        preemptor = self._preemptor(exclude or set())
+
+        def oracle(wl: Workload, fr: FlavorResource, amount: int) -> tuple[Mode, int]:
+            targets = preemptor.targets(wl, queue, {fr}, {fr: amount})
+            if not targets:
+                return Mode.NO_CANDIDATES, node.borrowing_level(fr, amount)[0]
+            for target in targets:
+                self.tree.remove(target.workload.cluster_queue, self.usage_of[target.workload.key])
+            try:
+                borrow = node.borrowing_level(fr, amount)[0]
+            finally:
+                for target in targets:
+                    self.tree.add(target.workload.cluster_queue, self.usage_of[target.workload.key])
+            in_queue = any(t.workload.cluster_queue == queue.name for t in targets)
+            return (Mode.PREEMPT if in_queue else Mode.RECLAIM), borrow
+
+        return FlavorAssigner(self.policy, queue, node, oracle).assign(workload)
+
+    def cycle(self, now: float | None = None) -> CycleResult:
+        """One scheduling cycle."""
+        if now is not None:
+            self.now = now
+        self.cycles += 1
+        result = CycleResult()
+        heads: list[Entry] = []
+        for name in sorted(self.queues):
+            queue = self.policy.cluster_queues[name]
+            if not self._active(queue):
+                continue
+            workload = self.queues[name].pop()
+            if workload is not None:
+                heads.append(self._nominate(workload, queue))
+        admitted_now: set[str] = set()
+        victims: dict[str, Target] = {}
+        # Usage that stands only for this cycle: preemptors waiting for their
+        # victims, and heads holding capacity they cannot get yet.
+        self._cycle_holds = []
+        self._preemptors = {}
+        for entry in self._ordered(heads):
+            self._process(entry, victims, admitted_now, result)
+        for queue_name, usage in self._cycle_holds:
+            self.tree.remove(queue_name, usage)
+        for target in victims.values():
+            self._preempt(target, result)
+        return result
+
+    def _nominate(self, workload: Workload, queue: ClusterQueue) -> Entry:
+        if any(
+            s in (CheckState.RETRY, CheckState.REJECTED) for s in workload.check_states.values()
+        ):
+            return Entry(
+                workload,
+                queue,
+                None,
+                pending=Pending("PendingEvaluation", "The workload has failed admission checks"),
+            )
+        assignment = self.assign(workload)
+        entry = Entry(workload, queue, assignment)
+        if assignment.needs_preemption:
+            entry.targets = self._preemptor(set()).targets(
+                workload, queue, assignment.contested, assignment.usage
+            )
+        return entry
+
+    def _ordered(self, entries: list[Entry]) -> Iterator[Entry]:
+        if self.policy.fair_sharing:
+            yield from self._fair_order(entries)
+            return
+        yield from sorted(
+            entries,
+            key=lambda e: (
+                e.assignment.borrowing if e.assignment else 0,
+                -e.workload.priority,
+                e.workload.queue_order_time,
+                e.workload.key,
+            ),
+        )
+
+    def _fair_order(self, entries: list[Entry]) -> Iterator[Entry]:
+        """Kueue's fair-sharing tournament: within each root cohort, the entry
+        whose subtree is not borrowing, then has the lowest dominant resource
+        share, then the highest priority, then the earliest time, wins; shares
+        are recomputed after every processed entry."""
+        remaining = sorted(entries, key=lambda e: e.queue.name)
+        while remaining:
+            first = remaining[0]
+            node = self.tree.queues[first.queue.name]
+            if node.parent is None:
+                remaining.remove(first)
+                yield first
+                continue
+            root = node.root()
+            contenders = [e for e in remaining if self.tree.queues[e.queue.name].root() is root]
+            winner = self._tournament(root, contenders)
+            remaining.remove(winner)
+            yield winner
+
+    def _tournament(self, cohort: Node, entries: list[Entry]) -> Entry:
+        scores: dict[tuple[int, int], tuple[bool, object]] = {}
+        for entry in entries:
+            usage = entry.assignment.usage if entry.assignment else {}
+            queue = self.tree.queues[entry.queue.name]
+            self.tree.add(queue.name, usage)
+            try:
+                child: Node = queue
+                for ancestor in queue.ancestors():
+                    borrowing = any(
+                        amount > 0 and child.usage.get(fr, 0) > child.subtree.get(fr, 0)
+                        for fr, amount in usage.items()
+                    )
+                    scores[(id(ancestor), id(entry))] = (borrowing, dominant_resource_share(child))
+                    child = ancestor
+            finally:
+                self.tree.remove(queue.name, usage)
+
+        def beats(a: Entry, b: Entry, level: Node) -> bool:
+            a_borrow, a_share = scores[(id(level), id(a))]
+            b_borrow, b_share = scores[(id(level), id(b))]
+            if a_borrow != b_borrow:
+                return not a_borrow
+            order = compare(a_share, b_share)  # type: ignore[arg-type]
+            if order:
+                return order < 0
+            if a.workload.priority != b.workload.priority:
+                return a.workload.priority > b.workload.priority
+            return a.workload.queue_order_time < b.workload.queue_order_time
+
+        def play(level: Node) -> Entry | None:
+            candidates: list[Entry] = []
+            for child in level.children:
+                if child.is_cohort:
+                    winner = play(child)
+                    if winner is not None:
+                        candidates.append(winner)
+            for child in level.children:
+                if not child.is_cohort:
+                    candidates.extend(e for e in entries if e.queue.name == child.name)
+            best: Entry | None = None
+            for candidate in candidates:
+                if best is None or beats(candidate, best, level):
+                    best = candidate
+            return best
+
+        winner = play(cohort)
+        assert winner is not None  # entries is never empty
+        return winner
+
+    def _process(
+        self, entry: Entry, victims: dict[str, Target], admitted_now: set[str], result: CycleResult
+    ) -> None:
+        workload, queue = entry.workload, entry.queue
+        pending_queue = self.queues[queue.name]
+        if entry.pending is not None:
+            self._leave_pending(entry, entry.pending, "Inadmissible", result)
+            return
+        assignment = entry.assignment
+        assert assignment is not None
+        if assignment.mode is Mode.NO_FIT:
+            self._leave_pending(
+                entry,
+                Pending(self._no_fit_reason(assignment), assignment.message()),
+                "NoFit",
+                result,
+            )
+            return
+        if assignment.needs_preemption and not entry.targets:
+            if queue.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
+                self._hold_capacity(entry)
+            self._leave_pending(
+                entry,
+                Pending("WaitingForQuota", assignment.message()),
+                "PreemptionNoCandidates",
+                result,
+            )
+            return
+        if any(t.workload.key in victims for t in entry.targets):
+            self._leave_pending(
+                entry,
+                Pending(
+                    "WaitingForQuota",
+                    "Workload has overlapping preemption targets with another workload",
+                ),
+                "FailedAfterNomination",
+                result,
+            )
+            return
+        if not self._fits_without(
+            queue.name, assignment.usage, [*victims.values(), *entry.targets]
+        ):
+            self._leave_pending(
+                entry,
+                Pending(
+                    "WaitingForQuota", "Workload no longer fits after processing another workload"
+                ),
+                "FailedAfterNomination",
+                result,
+            )
+            return
+        for target in entry.targets:
+            victims[target.workload.key] = target
+            self._preemptors[target.workload.key] = workload.key
+        if assignment.needs_preemption:
+            self.tree.add(queue.name, assignment.usage)
+            self._cycle_holds.append((queue.name, assignment.usage))
+            count = len(entry.targets)
+            self._leave_pending(
+                entry,
+                Pending(
+                    "WaitingForPreemptedWorkloads",
+                    f"{assignment.message()}. Pending the preemption of {count} workload(s)",
+                ),
+                "PendingPreemption",
+                result,
+            )
+            return
+        workload.admission = assignment.flavors()
+        workload.admitted_at = self.now
+        self._hold(workload)
+        admitted_now.add(workload.key)
+        pending_queue.remove(workload.key)
+        workload.check_states = self._pending_checks(workload)
+        if workload.check_states:
+            result.reserved[workload.key] = workload.admission
+        else:
+            result.admitted[workload.key] = workload.admission
+
+    def _leave_pending(
+        self, entry: Entry, pending: Pending, requeue_reason: str, result: CycleResult
+    ) -> None:
+        self.status[entry.workload.key] = pending
+        result.evaluated[entry.workload.key] = pending
+        self.queues[entry.queue.name].requeue(entry.workload, requeue_reason)
+
+    def _hold_capacity(self, entry: Entry) -> None:
+        """A head that would need preemption but has no victims keeps later
+        entries from taking the capacity it is waiting for, for this cycle."""
+        assert entry.assignment is not None
+        node = self.tree.queues[entry.queue.name]
+        hold: dict[FlavorResource, int] = {}
+        for fr, amount in entry.assignment.usage.items():
+            used = node.usage.get(fr, 0)
+            if entry.assignment.borrowing > 0:
+                limit = node.borrowing_limit(fr)
+                hold[fr] = (
+                    amount
+                    if limit is None
+                    else max(0, min(amount, node.nominal(fr) + limit - used))
+                )
+            else:
+                hold[fr] = max(0, min(amount, node.nominal(fr) - used))
+        self.tree.add(entry.queue.name, hold)
+        self._cycle_holds.append((entry.queue.name, hold))
+
+    def _fits_without(
+        self, queue: str, usage: dict[FlavorResource, int], removed: list[Target]
+    ) -> bool:
+        unique = {t.workload.key: t for t in removed}.values()
+        for target in unique:
+            self.tree.remove(target.workload.cluster_queue, self.usage_of[target.workload.key])
+        try:
+            return self.tree.fits(queue, usage)
+        finally:
+            for target in unique:
+                self.tree.add(target.workload.cluster_queue, self.usage_of[target.workload.key])
+
+    def _preempt(self, target: Target, result: CycleResult) -> None:
+        victim = target.workload
+        preemptor_key = self._preemptors.pop(victim.key, "")
+        preemptor = self.workloads.get(preemptor_key)
+        preemptor_path = self.tree.queues[preemptor.cluster_queue].path() if preemptor else ""
+        message = (
+            f"Preempted to accommodate a workload ({preemptor_key}) due to "
+            f"{REASON_TEXT[target.reason]}; preemptor path: {preemptor_path}; preemptee path: "
+            f"{self.tree.queues[victim.cluster_queue].path()}"
+        )
+        self.evict(victim.key)
+        self.status[victim.key] = Pending("Preempted", message)
+        result.preempted.append(
+            Preemption(victim.key, preemptor_key, target.reason, victim.cluster_queue, message)
+        )
+
+    @staticmethod
+    def _no_fit_reason(assignment: Assignment) -> str:
+        """Kueue's granular reason: per failing pod set the least severe cause
+        among the flavors tried."""
+        failing = next(p for p in assignment.pod_sets if p.mode is Mode.NO_FIT)
+        if not failing.checks and not failing.skipped_flavors:
+            return "NoMatchingFlavor"
+        if any(c.mode is not Mode.NO_FIT or c.requested <= c.potential for c in failing.checks):
+            return "WaitingForQuota"
+        if failing.checks:
+            return "ExceedsMaxQuota"
+        return "NoMatchingFlavor"
+
+    def _queued_message(self, workload: Workload) -> str:
+        return f"Waiting in ClusterQueue {workload.cluster_queue}"

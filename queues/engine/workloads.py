@@ -1,0 +1,242 @@
+"""Reading workloads from a scenario: the explicit ``workloads:`` list, including
+state snapshots of workloads that already hold quota.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from queues import names
+from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
+from queues.engine.reading import Reader, read_labels, read_seconds, read_tolerations
+from queues.quantity import QuantityError, to_canonical
+
+WORKLOAD_FIELDS = (
+    "name",
+    "namespace",
+    "clusterQueue",
+    "priority",
+    "creationTime",
+    "runtime",
+    "checkpointInterval",
+    "podSets",
+    "admission",
+    "admittedAt",
+    "admissionChecks",
+)
+POD_SET_FIELDS = ("name", "count", "requests", "nodeSelector", "tolerations")
+
+
+def read_priority(reader: Reader, path: str, value: Any, priorities: Mapping[str, int]) -> int:
+    """A number, or the name of a workloadPriorityClass. Missing means 0."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        if value not in priorities:
+            reader.error(
+                path, "unknown-priority-class", f"no workloadPriorityClass named {value!r}"
+            )
+            return 0
+        return priorities[value]
+    number = reader.integer(path, value, 0)
+    return number if number is not None else 0
+
+
+def read_requests(reader: Reader, path: str, raw: Any) -> dict[str, int]:
+    requests: dict[str, int] = {}
+    if not isinstance(raw, Mapping) or not raw:
+        reader.error(path, "required", "must give at least one resource request")
+        return requests
+    for resource, amount in raw.items():
+        problem = names.qualified_name_error(resource)
+        if problem:
+            reader.error(f"{path}.{resource}", "resource-name", problem)
+            continue
+        try:
+            value = to_canonical(resource, amount)
+        except QuantityError as exc:
+            reader.error(f"{path}.{resource}", f"quantity-{exc.rule}", str(exc))
+            continue
+        if value < 0:
+            reader.error(f"{path}.{resource}", "non-negative", "must be 0 or more")
+            continue
+        requests[resource] = value
+    return requests
+
+
+def read_pod_sets(reader: Reader, path: str, raw: Any) -> tuple[PodSet, ...]:
+    items = reader.items(path, raw)
+    if not items:
+        reader.error(path, "required", "must list at least one pod set")
+    pod_sets: list[PodSet] = []
+    for i, entry in enumerate(items):
+        item_path = f"{path}[{i}]"
+        spec = reader.mapping(item_path, entry, POD_SET_FIELDS)
+        name = reader.name(f"{item_path}.name", spec.get("name", "main"), kind="label")
+        count = reader.integer(f"{item_path}.count", spec.get("count", 1), 1)
+        if count is not None and count < 1:
+            reader.error(f"{item_path}.count", "range", "must be at least 1")
+        if any(p.name == name for p in pod_sets):
+            reader.error(f"{item_path}.name", "duplicate", f"pod set {name!r} is listed twice")
+        tolerations: tuple[Toleration, ...] = read_tolerations(
+            reader, f"{item_path}.tolerations", spec.get("tolerations")
+        )
+        pod_sets.append(
+            PodSet(
+                name=name,
+                count=max(count or 1, 1),
+                requests=read_requests(reader, f"{item_path}.requests", spec.get("requests")),
+                node_selector=read_labels(
+                    reader, f"{item_path}.nodeSelector", spec.get("nodeSelector")
+                ),
+                tolerations=tolerations,
+            )
+        )
+    return tuple(pod_sets)
+
+
+def read_admission(
+    reader: Reader,
+    path: str,
+    raw: Any,
+    pod_sets: tuple[PodSet, ...],
+    queue_name: str,
+    policy: Policy,
+) -> dict[str, dict[str, str]] | None:
+    """``{podSet: {resource: flavor}}``: the workload already holds that quota."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        reader.error(path, "type", "must map each pod set to {resource: flavor}")
+        return None
+    queue = policy.cluster_queues.get(queue_name)
+    offered: dict[str, set[str]] = {}
+    if queue is not None:
+        for group in queue.resource_groups:
+            for fq in group.flavors:
+                for resource in group.covered_resources:
+                    offered.setdefault(resource, set()).add(fq.flavor)
+    admission: dict[str, dict[str, str]] = {}
+    by_name = {p.name: p for p in pod_sets}
+    for pod_set_name, flavors in raw.items():
+        ps_path = f"{path}.{pod_set_name}"
+        pod_set = by_name.get(pod_set_name)
+        if pod_set is None:
+            reader.error(
+                ps_path, "unknown-pod-set", f"the workload has no pod set {pod_set_name!r}"
+            )
+            continue
+        if not isinstance(flavors, Mapping):
+            reader.error(ps_path, "type", "must map each resource to a flavor")
+            continue
+        for resource, flavor in flavors.items():
+            if resource not in pod_set.requests:
+                reader.error(
+                    f"{ps_path}.{resource}",
+                    "unknown-resource",
+                    f"pod set {pod_set_name!r} requests no {resource!r}",
+                )
+            elif flavor not in policy.flavors:
+                reader.error(
+                    f"{ps_path}.{resource}",
+                    "unknown-flavor",
+                    f"no resource flavor named {flavor!r}",
+                )
+            elif queue is not None and flavor not in offered.get(resource, set()):
+                reader.error(
+                    f"{ps_path}.{resource}",
+                    "flavor-not-in-queue",
+                    f"cluster queue {queue_name!r} has no quota for {resource} in "
+                    f"flavor {flavor!r}",
+                )
+        missing = sorted(set(pod_set.requests) - set(flavors))
+        if missing:
+            reader.error(
+                ps_path, "incomplete-admission", f"gives no flavor for {', '.join(missing)}"
+            )
+        admission[pod_set_name] = {str(r): str(f) for r, f in flavors.items()}
+    absent = sorted(set(by_name) - set(admission))
+    if absent:
+        reader.error(
+            path, "incomplete-admission", f"gives no flavors for pod set(s) {', '.join(absent)}"
+        )
+    return admission
+
+
+def read_check_states(
+    reader: Reader, path: str, raw: Any, queue_name: str, policy: Policy, admitted: bool
+) -> dict[str, CheckState]:
+    queue = policy.cluster_queues.get(queue_name)
+    expected = dict(queue.admission_checks) if queue is not None else {}
+    states: dict[str, CheckState] = {}
+    given = reader.mapping(path, raw, tuple(expected)) if raw is not None else {}
+    for name in expected:
+        state = given.get(name, "Pending" if admitted else None)
+        if state is None:
+            continue
+        states[name] = reader.choice(f"{path}.{name}", state, CheckState, CheckState.PENDING)
+    if raw is not None and not admitted:
+        reader.error(
+            path,
+            "needs-admission",
+            "check states only apply to a workload that holds quota (admission)",
+        )
+    return states
+
+
+def parse_workload(
+    reader: Reader, path: str, entry: Any, policy: Policy, priorities: Mapping[str, int]
+) -> Workload | None:
+    spec = reader.mapping(path, entry, WORKLOAD_FIELDS)
+    if not spec:
+        return None
+    name = reader.name(f"{path}.name", spec.get("name"))
+    namespace = reader.name(f"{path}.namespace", spec.get("namespace", "default"), kind="label")
+    queue_name = spec.get("clusterQueue")
+    if not isinstance(queue_name, str):
+        reader.error(f"{path}.clusterQueue", "required", "must name the workload's cluster queue")
+        queue_name = ""
+    elif queue_name not in policy.cluster_queues:
+        reader.error(
+            f"{path}.clusterQueue",
+            "unknown-cluster-queue",
+            f"no cluster queue named {queue_name!r}",
+        )
+    pod_sets = read_pod_sets(reader, f"{path}.podSets", spec.get("podSets", [{}]))
+    admission = read_admission(
+        reader, f"{path}.admission", spec.get("admission"), pod_sets, queue_name, policy
+    )
+    creation = reader.number(f"{path}.creationTime", spec.get("creationTime"), minimum=None)
+    admitted_at = reader.number(f"{path}.admittedAt", spec.get("admittedAt"), minimum=None)
+    if admitted_at is not None and admission is None:
+        reader.error(
+            f"{path}.admittedAt",
+            "needs-admission",
+            "only a workload with an admission has an admission time",
+        )
+    workload = Workload(
+        name=name,
+        namespace=namespace,
+        cluster_queue=queue_name,
+        pod_sets=pod_sets,
+        priority=read_priority(reader, f"{path}.priority", spec.get("priority"), priorities),
+        creation_time=creation if creation is not None else float("-inf"),
+        runtime=read_seconds(reader, f"{path}.runtime", spec.get("runtime")),
+        checkpoint_interval=read_seconds(
+            reader, f"{path}.checkpointInterval", spec.get("checkpointInterval")
+        ),
+        admission=admission,
+        admitted_at=admitted_at if admission is not None else None,
+    )
+    workload.check_states = read_check_states(
+        reader,
+        f"{path}.admissionChecks",
+        spec.get("admissionChecks"),
+        queue_name,
+        policy,
+        admission is not None,
+    )
+    return workload
