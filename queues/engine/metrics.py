@@ -1,0 +1,96 @@
+"""Figures from a simulation: time to admission, usage against nominal quota,
+borrowing and lending, preemptions and the work they cost.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from queues.engine.simulator import SimulationResult, WorkloadRecord
+from queues.quantity import unit_for
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile of sorted ``values`` (p in 0..100)."""
+    if not values:
+        return math.nan
+    rank = max(1, math.ceil(p / 100 * len(values)))
+    return values[rank - 1]
+
+
+def wait_stats(records: Iterable[WorkloadRecord]) -> dict[str, Any]:
+    waits = sorted(w for r in records if (w := r.wait) is not None)
+    if not waits:
+        return {"admitted": 0, "avg": None, "p50": None, "p95": None, "max": None}
+    return {
+        "admitted": len(waits),
+        "avg": sum(waits) / len(waits),
+        "p50": percentile(waits, 50),
+        "p95": percentile(waits, 95),
+        "max": waits[-1],
+    }
+
+
+def _per_unit(resource: str, value: float) -> float:
+    """Resource-seconds in display units (cores, GiB, counts)."""
+    unit = unit_for(resource).value
+    if unit == "milli":
+        return value / 1000
+    if unit == "bytes":
+        return value / 2**30
+    return value
+
+
+def summarize(result: SimulationResult) -> dict[str, Any]:
+    records = list(result.records.values())
+    queues: dict[str, Any] = {}
+    for name, totals in result.totals.items():
+        members = [r for r in records if r.cluster_queue == name]
+        resources: dict[str, Any] = {}
+        for (flavor, resource), nominal in sorted(result.nominal[name].items()):
+            fr = (flavor, resource)
+            used = totals.used.get(fr, 0.0)
+            entry = resources.setdefault(
+                resource, {"used": 0.0, "nominal": 0.0, "borrowed": 0.0, "lent": 0.0}
+            )
+            entry["used"] += _per_unit(resource, used)
+            entry["nominal"] += _per_unit(resource, nominal * result.elapsed)
+            entry["borrowed"] += _per_unit(resource, totals.borrowed.get(fr, 0.0))
+            entry["lent"] += _per_unit(resource, totals.lent.get(fr, 0.0))
+        for figures in resources.values():
+            figures["usage_ratio"] = (
+                figures["used"] / figures["nominal"] if figures["nominal"] else None
+            )
+        queues[name] = {
+            "workloads": len(members),
+            "finished": sum(1 for r in members if r.finished is not None),
+            "never_admitted": sum(1 for r in members if r.first_admitted is None),
+            "time_to_admission": wait_stats(members),
+            "resource_seconds": resources,
+            "preemptions": result.preemptions_by_queue.get(name, {}),
+            "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in members),
+        }
+    classes: dict[str, Any] = {}
+    for name in sorted({r.workload_class for r in records}):
+        members = [r for r in records if r.workload_class == name]
+        classes[name] = {
+            "workloads": len(members),
+            "time_to_admission": wait_stats(members),
+            "preemptions": sum(r.preemptions for r in members),
+            "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in members),
+        }
+    return {
+        "simulated_seconds": result.elapsed,
+        "workloads": len(records),
+        "admissions": result.admissions,
+        "cycles": result.cycles,
+        "time_to_admission": wait_stats(records),
+        "preemptions": dict(sorted(result.preemptions_by_reason.items())),
+        "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in records),
+        "cluster_queues": queues,
+        "classes": classes,
+    }
