@@ -203,12 +203,11 @@ class Simulator:
             self._unpark_due = None
             self.scheduler.apply_unpark_requests()
         elif kind == CHECK:
-            key = payload
-            workload = self.scheduler.workloads.get(key)
-            if workload is not None and workload.admission is not None:
-                for check in list(workload.check_states):
-                    workload.check_states[check] = CheckState.READY
-                self._started(workload, now)
+            checked = self.scheduler.workloads.get(payload)
+            if checked is not None and checked.admission is not None:
+                for check in list(checked.check_states):
+                    checked.check_states[check] = CheckState.READY
+                self._started(checked, now)
 
     def _schedule(self, now: float) -> None:
         while True:

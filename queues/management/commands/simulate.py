@@ -95,7 +95,7 @@ class Command(BaseCommand):
             for row in deltas:
                 self.stdout.write(f"  {row[0]:<34} {row[1]:>10} {row[2]:>10}  {row[3]}")
         if options["json"]:
-            payload = {label: summary for label, _, summary in runs}
+            payload: dict[str, Any] = {label: summary for label, _, summary in runs}
             if deltas:
                 payload["comparison"] = [
                     dict(zip(["metric", "first", "second", "change"], row, strict=True))

@@ -1,0 +1,74 @@
+"""The quota tree's arithmetic, pinned on Kueue's worked examples (no database)."""
+
+from __future__ import annotations
+
+from queues.engine.model import ClusterQueue, Cohort, FlavorQuotas, Policy, Quota, ResourceGroup
+from queues.engine.quota import QuotaTree
+
+FR = ("default", "cpu")
+
+
+def queue(
+    name: str,
+    cohort: str | None,
+    nominal: int,
+    *,
+    borrowing: int | None = None,
+    lending: int | None = None,
+) -> ClusterQueue:
+    group = ResourceGroup(
+        ("cpu",), (FlavorQuotas("default", {"cpu": Quota(nominal, borrowing, lending)}),)
+    )
+    return ClusterQueue(name, cohort=cohort, resource_groups=(group,))
+
+
+def tree(*queues: ClusterQueue, cohorts: tuple[Cohort, ...] = (Cohort("c"),)) -> QuotaTree:
+    return QuotaTree(Policy({}, {c.name: c for c in cohorts}, {q.name: q for q in queues}))
+
+
+def test_lending_limit_keeps_quota_and_usage_bubbles_past_it() -> None:
+    # Kueue's example: A nominal 10 lending 4 (keeps 6), B nominal 5, cohort pool 4 + 5 = 9.
+    t = tree(queue("a", "c", 10, lending=4), queue("b", "c", 5))
+    a, b, c = t.queues["a"], t.queues["b"], t.cohorts["c"]
+    assert (a.local_quota(FR), b.local_quota(FR), c.subtree[FR]) == (6, 0, 9)
+    assert (a.available(FR), b.available(FR)) == (15, 9)
+    assert (a.potential_available(FR), b.potential_available(FR)) == (15, 9)
+    t.add("a", {FR: 8})
+    assert c.usage[FR] == 2  # 8 used, 6 kept locally: 2 comes from the pool
+    assert (a.available(FR), b.available(FR)) == (7, 7)
+    t.remove("a", {FR: 8})
+    assert (a.usage[FR], c.usage[FR]) == (0, 0)
+
+
+def test_borrowing_limit_caps_what_comes_from_the_parent() -> None:
+    t = tree(queue("a", "c", 10, lending=4), queue("b", "c", 5, borrowing=1))
+    t.add("a", {FR: 8})
+    assert t.queues["b"].available(FR) == 6  # its own 5 plus at most 1 borrowed
+    assert t.queues["b"].potential_available(FR) == 6
+
+
+def test_hierarchical_cohort_with_own_quota() -> None:
+    inner = Cohort(
+        "inner",
+        parent="outer",
+        resource_groups=(ResourceGroup(("cpu",), (FlavorQuotas("default", {"cpu": Quota(4)}),)),),
+    )
+    t = tree(queue("a", "inner", 2), queue("b", "outer", 3), cohorts=(Cohort("outer"), inner))
+    assert t.cohorts["inner"].subtree[FR] == 6
+    assert t.cohorts["outer"].subtree[FR] == 9
+    assert t.queues["a"].available(FR) == 9
+    assert t.cohorts["outer"].height == 2 and t.cohorts["inner"].height == 1
+
+
+def test_borrowing_level_counts_how_far_up_the_quota_comes_from() -> None:
+    inner = Cohort("inner", parent="outer")
+    t = tree(
+        queue("a", "inner", 2),
+        queue("sib", "inner", 2),
+        queue("far", "outer", 10),
+        cohorts=(Cohort("outer"), inner),
+    )
+    a = t.queues["a"]
+    assert a.borrowing_level(FR, 2) == (0, True)  # within nominal
+    assert a.borrowing_level(FR, 4)[0] == 1  # the inner cohort holds it
+    assert a.borrowing_level(FR, 10)[0] == 2  # it needs the outer cohort
