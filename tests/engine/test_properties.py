@@ -19,8 +19,8 @@ from queues.engine.model import (
     PodSet,
     Policy,
     Preemption,
-    Quota,
     QueueingStrategy,
+    Quota,
     ReclaimWithinCohort,
     ResourceFlavor,
     ResourceGroup,
@@ -169,7 +169,7 @@ def test_a_gang_is_never_partly_admitted(case: tuple[Policy, list[Workload]]) ->
 @given(scenarios())
 def test_no_victim_has_a_priority_the_policy_protects(case: tuple[Policy, list[Workload]]) -> None:
     policy, workloads = case
-    scheduler, _, result = run(policy, workloads)
+    _, _, result = run(policy, workloads)
     priority = {w.key: w.priority for w in workloads}
     for preemption in result.preempted:
         preemptor_queue = policy.cluster_queues[
