@@ -61,6 +61,17 @@ class QuotaCheck:
 
 
 @dataclass
+class FlavorOutcome:
+    """How one flavor would serve a resource group: the worst mode over its
+    resources, the highest borrowing level, and each resource's own mode."""
+
+    flavor: str
+    mode: Mode
+    borrow: int
+    resource_modes: dict[str, Mode]
+
+
+@dataclass
 class PodSetAssignment:
     name: str
     flavors: dict[str, str] = field(default_factory=dict)  # resource -> flavor
@@ -213,28 +224,33 @@ class FlavorAssigner:
                 continue
             resolved.add(id(group))
             wanted = {r: a for r, a in requests.items() if r in group.covered_resources}
-            first_reason = len(result.reasons)
+            first_reason, first_check = len(result.reasons), len(result.checks)
+            skipped_before = set(result.skipped_flavors)
             chosen = self._search(workload, pod_set, group, wanted, usage, result)
             if chosen is None:
-                # Only this group's reasons explain the failure.
+                # Only this group's reasons (and checks) explain the failure.
                 return PodSetAssignment(
                     pod_set.name,
                     mode=Mode.NO_FIT,
                     reasons=result.reasons[first_reason:],
-                    checks=result.checks,
-                    skipped_flavors=result.skipped_flavors,
+                    checks=result.checks[first_check:],
+                    skipped_flavors={
+                        f: why
+                        for f, why in result.skipped_flavors.items()
+                        if f not in skipped_before
+                    },
                 )
-            flavor, mode, borrow = chosen
-            if mode is Mode.FIT:
+            if chosen.mode is Mode.FIT:
                 del result.reasons[first_reason:]
             for resource_name, amount_needed in wanted.items():
-                result.flavors[resource_name] = flavor
-                fr = (flavor, resource_name)
+                result.flavors[resource_name] = chosen.flavor
+                fr = (chosen.flavor, resource_name)
                 usage[fr] = usage.get(fr, 0) + amount_needed
-                if mode is not Mode.FIT:
+                # Only the resources that themselves need preemption are contested.
+                if chosen.resource_modes[resource_name] is not Mode.FIT:
                     contested.add(fr)
-            result.mode = min(result.mode, mode)
-            result.borrow = max(result.borrow, borrow)
+            result.mode = min(result.mode, chosen.mode)
+            result.borrow = max(result.borrow, chosen.borrow)
         return result
 
     def _search(
@@ -245,8 +261,8 @@ class FlavorAssigner:
         wanted: dict[str, int],
         usage: dict[FlavorResource, int],
         result: PodSetAssignment,
-    ) -> tuple[str, Mode, int] | None:
-        best: tuple[str, Mode, int] | None = None
+    ) -> FlavorOutcome | None:
+        best: FlavorOutcome | None = None
         preference = self.queue.flavor_fungibility.preference
         for flavor_quotas in group.flavors:
             flavor = self.policy.flavors.get(flavor_quotas.flavor)
@@ -258,20 +274,24 @@ class FlavorAssigner:
                 result.reasons.append(problem)
                 result.skipped_flavors[flavor.name] = problem
                 continue
-            mode, borrow = Mode.FIT, 0
+            outcome = FlavorOutcome(flavor.name, Mode.FIT, 0, {})
             for resource in request_order(wanted):
                 fr = (flavor.name, resource)
                 r_mode, r_borrow = self._fits_quota(
                     workload, fr, usage.get(fr, 0), wanted[resource], result
                 )
-                mode = min(mode, r_mode)
-                borrow = max(borrow, r_borrow)
-            outcome = (flavor.name, mode, borrow)
-            if not _try_next(mode, borrow, self.queue):
+                outcome.resource_modes[resource] = r_mode
+                outcome.mode = min(outcome.mode, r_mode)
+                outcome.borrow = max(outcome.borrow, r_borrow)
+            if not _try_next(outcome.mode, outcome.borrow, self.queue):
                 return outcome
-            if _preferred((mode, borrow), (best[1], best[2]) if best else None, preference):
+            if _preferred(
+                (outcome.mode, outcome.borrow),
+                (best.mode, best.borrow) if best else None,
+                preference,
+            ):
                 best = outcome
-        if best is None or best[1] is Mode.NO_FIT:
+        if best is None or best.mode is Mode.NO_FIT:
             return None
         return best
 

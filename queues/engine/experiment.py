@@ -48,11 +48,18 @@ def simulate(
     *,
     progress: Callable[[int, int], None] | None = None,
     requeue_delay: float = 1.0,
+    eviction_delay: float = 30.0,
 ) -> tuple[SimulationResult, dict[str, Any]]:
     stream = workload_stream(scenario)
     chosen = policy or scenario.policy
     check_compatible(stream, chosen, scenario.source)
-    result = Simulator(chosen, stream, progress=progress, requeue_delay=requeue_delay).run()
+    result = Simulator(
+        chosen,
+        stream,
+        progress=progress,
+        requeue_delay=requeue_delay,
+        eviction_delay=eviction_delay,
+    ).run()
     return result, summarize(result)
 
 

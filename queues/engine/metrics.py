@@ -88,6 +88,8 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "workloads": len(records),
         "admissions": result.admissions,
         "cycles": result.cycles,
+        # Times the policy made workloads preempt each other round and round.
+        "livelocks": result.livelocks,
         "time_to_admission": wait_stats(records),
         "preemptions": dict(sorted(result.preemptions_by_reason.items())),
         "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in records),

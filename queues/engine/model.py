@@ -211,17 +211,17 @@ class Workload:
         )
 
     def usage(self) -> dict[FlavorResource, int]:
-        """What the workload holds, by flavor × resource (empty when pending)."""
+        """What the workload holds, by flavor × resource (empty when pending).
+        ``pods`` counts each pod set's pods when its queue assigned it a flavor."""
         held: dict[FlavorResource, int] = {}
         if self.admission is None:
             return held
         for pod_set in self.pod_sets:
-            flavors = self.admission.get(pod_set.name, {})
-            for resource, amount in pod_set.total().items():
-                flavor = flavors.get(resource)
-                if flavor is not None:
-                    key = (flavor, resource)
-                    held[key] = held.get(key, 0) + amount
+            totals = pod_set.total()
+            for resource, flavor in self.admission.get(pod_set.name, {}).items():
+                amount = pod_set.count if resource == "pods" else totals.get(resource, 0)
+                key = (flavor, resource)
+                held[key] = held.get(key, 0) + amount
         return held
 
 
@@ -233,3 +233,8 @@ class Policy:
     cohorts: dict[str, Cohort]
     cluster_queues: dict[str, ClusterQueue]
     fair_sharing: bool = False
+    # Kueue's fairSharing.preemptionStrategies, tried in order.
+    fair_sharing_strategies: tuple[str, ...] = (
+        "LessThanOrEqualToFinalShare",
+        "LessThanInitialShare",
+    )

@@ -406,8 +406,11 @@ class Preemptor:
         fitted = False
         try:
             within_nominal = all(node.usage.get(fr, 0) <= node.nominal(fr) for fr in contested)
-            fitted, retry = self._fair_first_pass(node, per_queue, usage, removed, within_nominal)
-            if not fitted and retry:
+            strategies = self.policy.fair_sharing_strategies
+            fitted, retry = self._fair_first_pass(
+                node, per_queue, usage, removed, within_nominal, strategies[0]
+            )
+            if not fitted and retry and len(strategies) > 1:
                 fitted = self._fair_second_pass(node, retry, usage, removed)
         finally:
             self.tree.remove(queue.name, usage)
@@ -436,7 +439,11 @@ class Preemptor:
         usage: Mapping[FlavorResource, int],
         removed: list[tuple[Candidate, Reason]],
         within_nominal: bool,
+        strategy: str,
     ) -> tuple[bool, dict[str, list[Candidate]]]:
+        """Take victims while the strategy allows: LessThanOrEqualToFinalShare
+        compares the preemptor's new share with the target's share after the
+        removal; LessThanInitialShare with the target's share before it."""
         retry: dict[str, list[Candidate]] = {}
         for target in self._target_queues(node, per_queue):
             pending = per_queue[target.name]
@@ -457,7 +464,12 @@ class Preemptor:
                 candidate = pending.pop(0)
                 self._remove(candidate)
                 _, target_new = self._shares(node, target)
-                if compare(preemptor_share, target_new) <= 0:
+                allowed = (
+                    compare(preemptor_share, target_new) <= 0
+                    if strategy == "LessThanOrEqualToFinalShare"
+                    else compare(preemptor_share, target_old) < 0
+                )
+                if allowed:
                     removed.append((candidate, Reason.IN_COHORT_FAIR_SHARING))
                     if self._fits_fair(node, usage):
                         return True, retry

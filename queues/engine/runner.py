@@ -32,28 +32,25 @@ def run_cycles(
     scheduler: Scheduler, *, until_stable: bool, max_cycles: int | None = None
 ) -> CycleResult:
     """One cycle, or repeat (letting parked workloads back in between cycles, as
-    Kueue does a moment after capacity changes) until a cycle changes nothing."""
+    Kueue does a moment after capacity changes) until stable: a cycle admits and
+    preempts nothing and evaluates no head it had not already evaluated, with the
+    same outcome, since the last change."""
     total = scheduler.cycle()
     if not until_stable:
         return total
+    seen: dict[str, object] = {} if total.changed else dict(total.evaluated)
     limit = max_cycles or 10 * (len(scheduler.workloads) + 10)
     for _ in range(limit):
         scheduler.apply_unpark_requests()
         result = scheduler.cycle()
         total.merge(result)
-        if not result.changed and not scheduler.has_unpark_requests and not result.evaluated:
+        if result.changed:
+            seen = {}
+            continue
+        if all(seen.get(key) == pending for key, pending in result.evaluated.items()):
             break
-        if (
-            not result.changed
-            and not scheduler.has_unpark_requests
-            and all(key not in _queued(scheduler) for key in result.evaluated)
-        ):
-            break
+        seen.update(result.evaluated)
     return total
-
-
-def _queued(scheduler: Scheduler) -> set[str]:
-    return {w.key for q in scheduler.queues.values() for w in q.queued()}
 
 
 def report(scheduler: Scheduler, result: CycleResult) -> dict[str, Any]:

@@ -61,6 +61,14 @@ class Scenario:
     source: str = "<scenario>"
 
 
+# Kueue's allowed fairSharing.preemptionStrategies, the first being the default.
+DEFAULT_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+ALLOWED_STRATEGIES = (
+    DEFAULT_STRATEGIES,
+    ("LessThanOrEqualToFinalShare",),
+    ("LessThanInitialShare",),
+)
+
 TOP_LEVEL = (
     "resourceFlavors",
     "cohorts",
@@ -450,11 +458,20 @@ def parse(
     if not isinstance(enable, bool):
         reader.error("fairSharing.enable", "type", "must be true or false")
         enable = False
+    strategies = tuple(fair.get("preemptionStrategies") or DEFAULT_STRATEGIES)
+    if strategies not in ALLOWED_STRATEGIES:
+        reader.error(
+            "fairSharing.preemptionStrategies",
+            "unsupported-value",
+            "use one of: " + "; ".join(", ".join(s) for s in ALLOWED_STRATEGIES),
+        )
+        strategies = DEFAULT_STRATEGIES
     policy = Policy(
         flavors=flavors,
         cohorts=implicit_cohorts(cohorts, queues),
         cluster_queues=queues,
         fair_sharing=enable,
+        fair_sharing_strategies=strategies,
     )
     check_references(reader, policy)
     workloads = [

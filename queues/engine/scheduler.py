@@ -102,6 +102,9 @@ class Scheduler:
         self.cycles = 0
         self._cycle_holds: list[tuple[str, dict[FlavorResource, int]]] = []
         self._preemptors: dict[str, str] = {}
+        # False: victims release their quota at the end of the cycle that evicted
+        # them (no time passes). True: they keep it until release() is called.
+        self.defer_release = False
         # Root cohort (or queue) names whose parked workloads should queue again.
         self._unpark_requests: set[str] = set()
         for workload in workloads:
@@ -122,7 +125,12 @@ class Scheduler:
             if workload.queued_at is None:
                 workload.queued_at = workload.creation_time
             self.queues[workload.cluster_queue].push(workload)
-            self.status[workload.key] = Pending("Queued", self._queued_message(workload))
+            queue = self.policy.cluster_queues[workload.cluster_queue]
+            self.status[workload.key] = (
+                Pending("Queued", self._queued_message(workload))
+                if self._active(queue)
+                else Pending("Suspended", f"ClusterQueue {queue.name} is inactive")
+            )
 
     def _hold(self, workload: Workload) -> None:
         usage = workload.usage()
@@ -179,6 +187,12 @@ class Scheduler:
         if workload.active:
             self.queues[workload.cluster_queue].push(workload)
         return workload
+
+    def release(self, key: str) -> Workload:
+        """A preempted workload's job has stopped: free its quota, queue it again."""
+        workload = self.workloads[key]
+        workload.evictions -= 1  # counted when the eviction started
+        return self.evict(key)
 
     def set_check(self, key: str, check: str, state: CheckState) -> None:
         """An admission check controller answered (Kueue's workload controller)."""
@@ -255,11 +269,28 @@ class Scheduler:
 
         return FlavorAssigner(self.policy, queue, node, oracle).assign(workload)
 
+    def apply_stop_policies(self) -> list[str]:
+        """A stopped ClusterQueue (Kueue's workload controller): HoldAndDrain evicts
+        everything holding quota there; Hold evicts only reservations still
+        waiting for admission checks. Returns the evicted workloads."""
+        evicted: list[str] = []
+        for name, queue in self.policy.cluster_queues.items():
+            if self._active(queue):
+                continue
+            drain = queue.stop_policy is StopPolicy.HOLD_AND_DRAIN
+            for key, workload in list(self.reserved[name].items()):
+                if drain or not workload.is_admitted:
+                    self.evict(key)
+                    self.status[key] = Pending("Suspended", f"ClusterQueue {name} is inactive")
+                    evicted.append(key)
+        return evicted
+
     def cycle(self, now: float | None = None) -> CycleResult:
         """One scheduling cycle."""
         if now is not None:
             self.now = now
         self.cycles += 1
+        self.apply_stop_policies()
         result = CycleResult()
         heads: list[Entry] = []
         for name in sorted(self.queues):
@@ -505,6 +536,8 @@ class Scheduler:
     def _preempt(self, target: Target, result: CycleResult) -> None:
         victim = target.workload
         preemptor_key = self._preemptors.pop(victim.key, "")
+        if victim.evicting:
+            return  # already on its way out: Kueue counts it, writes nothing new
         preemptor = self.workloads.get(preemptor_key)
         preemptor_path = self.tree.queues[preemptor.cluster_queue].path() if preemptor else ""
         message = (
@@ -512,7 +545,13 @@ class Scheduler:
             f"{REASON_TEXT[target.reason]}; preemptor path: {preemptor_path}; preemptee path: "
             f"{self.tree.queues[victim.cluster_queue].path()}"
         )
-        self.evict(victim.key)
+        if self.defer_release:
+            # Its job is stopping: it keeps its quota until release() (Kueue frees
+            # it when the pods have gone).
+            victim.evicting = True
+            victim.evictions += 1
+        else:
+            self.evict(victim.key)
         self.status[victim.key] = Pending("Preempted", message)
         result.preempted.append(
             Preemption(victim.key, preemptor_key, target.reason, victim.cluster_queue, message)
@@ -520,16 +559,22 @@ class Scheduler:
 
     @staticmethod
     def _no_fit_reason(assignment: Assignment) -> str:
-        """Kueue's granular reason: per failing pod set the least severe cause
-        among the flavors tried."""
+        """Kueue's granular reason: per flavor tried, the worst cause (a flavor it
+        may not use, more than the maximum capacity, not enough unused quota); the
+        least severe over those flavors wins."""
         failing = next(p for p in assignment.pod_sets if p.mode is Mode.NO_FIT)
-        if not failing.checks and not failing.skipped_flavors:
-            return "NoMatchingFlavor"
-        if any(c.mode is not Mode.NO_FIT or c.requested <= c.potential for c in failing.checks):
-            return "WaitingForQuota"
-        if failing.checks:
-            return "ExceedsMaxQuota"
-        return "NoMatchingFlavor"
+        severity = {"WaitingForQuota": 0, "ExceedsMaxQuota": 1, "NoMatchingFlavor": 2}
+        by_flavor: dict[str, str] = dict.fromkeys(failing.skipped_flavors, "NoMatchingFlavor")
+        for check in failing.checks:
+            if check.mode is Mode.FIT:
+                continue
+            cause = "ExceedsMaxQuota" if check.requested > check.potential else "WaitingForQuota"
+            current = by_flavor.get(check.flavor)
+            if current is None or severity[cause] > severity[current]:
+                by_flavor[check.flavor] = cause
+        if not by_flavor:
+            return "NoMatchingFlavor"  # a resource the ClusterQueue does not cover
+        return min(by_flavor.values(), key=severity.__getitem__)
 
     def _queued_message(self, workload: Workload) -> str:
         return f"Waiting in ClusterQueue {workload.cluster_queue}"

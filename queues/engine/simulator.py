@@ -26,7 +26,14 @@ from queues.engine.model import CheckState, FlavorResource, Policy, Workload
 from queues.engine.quota import Node
 from queues.engine.scheduler import CycleResult, Scheduler
 
-ARRIVE, FINISH, UNPARK, CHECK = "arrive", "finish", "unpark", "check"
+ARRIVE, FINISH, UNPARK, CHECK, RETRY, RELEASE = (
+    "arrive",
+    "finish",
+    "unpark",
+    "check",
+    "retry",
+    "release",
+)
 
 
 @dataclass
@@ -71,6 +78,7 @@ class SimulationResult:
     series: dict[str, Any]
     cycles: int
     admissions: int
+    livelocks: int = 0
 
     @property
     def elapsed(self) -> float:
@@ -89,11 +97,16 @@ class Simulator:
         *,
         requeue_delay: float = 1.0,
         check_delay: float = 0.0,
+        eviction_delay: float = 30.0,
         samples: int = 240,
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.policy = policy
         self.scheduler = Scheduler(policy, now=0.0)
+        # A preempted job takes time to stop (SIGTERM, checkpoint, exit); its
+        # quota stays taken meanwhile, as in Kueue.
+        self.eviction_delay = eviction_delay
+        self.scheduler.defer_release = eviction_delay > 0
         self.requeue_delay = requeue_delay
         self.check_delay = check_delay
         self.progress = progress
@@ -138,6 +151,8 @@ class Simulator:
         self._last_integral = self.start
         self.admissions = 0
         self.finished = 0
+        self.livelocks = 0
+        self._retry_backoff = requeue_delay
 
     # ---------------------------------------------------------------- events
 
@@ -164,8 +179,11 @@ class Simulator:
                 self._handle(now, kind, payload)
             self._schedule(now)
             if self.scheduler.has_unpark_requests and self._unpark_due is None:
-                self._unpark_due = now + self.requeue_delay
-                self._push(self._unpark_due, UNPARK, None)
+                if any(q.parked for q in self.scheduler.queues.values()):
+                    self._unpark_due = now + self.requeue_delay
+                    self._push(self._unpark_due, UNPARK, None)
+                else:  # nothing parked, nothing to wait for
+                    self.scheduler.apply_unpark_requests()
         self._integrate(now)
         self._sample(now, force=True)
         return SimulationResult(
@@ -179,6 +197,7 @@ class Simulator:
             series=self.series,
             cycles=self.scheduler.cycles,
             admissions=self.admissions,
+            livelocks=self.livelocks,
         )
 
     def _handle(self, now: float, kind: str, payload: Any) -> None:
@@ -202,6 +221,10 @@ class Simulator:
         elif kind == UNPARK:
             self._unpark_due = None
             self.scheduler.apply_unpark_requests()
+        elif kind == RELEASE:
+            victim = self.scheduler.workloads.get(payload)
+            if victim is not None and victim.evicting:
+                self.scheduler.release(payload)
         elif kind == CHECK:
             checked = self.scheduler.workloads.get(payload)
             if checked is not None and checked.admission is not None:
@@ -210,11 +233,21 @@ class Simulator:
                 self._started(checked, now)
 
     def _schedule(self, now: float) -> None:
-        while True:
+        """Cycle until nothing changes. A policy can make workloads preempt each
+        other round and round (a StrictFIFO victim older than its queue's own
+        preemptor takes the freed quota back, say); Kueue would churn, cycle
+        after cycle. Past a bound the simulator counts a livelock and retries
+        later, backing off, so time moves on."""
+        limit = 4 * len(self.scheduler.queues) + 50
+        for _ in range(limit):
             result = self.scheduler.cycle(now)
             self._apply(result, now)
             if not result.changed:
+                self._retry_backoff = self.requeue_delay
                 return
+        self.livelocks += 1
+        self._push(now + self._retry_backoff, RETRY, None)
+        self._retry_backoff = min(self._retry_backoff * 2, 600.0)
 
     def _apply(self, result: CycleResult, now: float) -> None:
         for key in result.admitted:
@@ -248,6 +281,8 @@ class Simulator:
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
         by_queue = self.preemptions_by_queue[queue]
         by_queue[reason] = by_queue.get(reason, 0) + 1
+        if self.scheduler.defer_release:
+            self._push(now + self.eviction_delay, RELEASE, key)
         started = self._run_started.pop(key, None)
         self._generation[key] = self._generation.get(key, 0) + 1  # cancel its completion
         if started is None:

@@ -62,6 +62,12 @@ class Command(BaseCommand):
             default=1.0,
             help="seconds before parked workloads queue again (Kueue: ~1)",
         )
+        parser.add_argument(
+            "--eviction-delay",
+            type=float,
+            default=30.0,
+            help="seconds a preempted job takes to stop and free its quota (0: at once)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -84,6 +90,7 @@ class Command(BaseCommand):
                     policy,
                     progress=Progress(label),
                     requeue_delay=options["requeue_delay"],
+                    eviction_delay=options["eviction_delay"],
                 )
             except ScenarioError as exc:
                 raise CommandError(f"{label} cannot replay the stream:\n{exc}") from exc
@@ -114,6 +121,11 @@ class Command(BaseCommand):
             f"{summary['cycles']} cycles, {summary['simulated_seconds']:.0f} simulated s; wait "
             f"p50 {wait['p50'] or 0:.1f} s p95 {wait['p95'] or 0:.1f} s; "
             f"preemptions {sum(summary['preemptions'].values())}"
+            + (
+                f"; {summary['livelocks']} livelock(s): workloads preempting each other in a loop"
+                if summary["livelocks"]
+                else ""
+            )
         )
         widths = [
             max(len(HEADER[i]), *(len(r[i]) for r in summary_rows(summary)))

@@ -1,0 +1,187 @@
+"""Bad scenario files fail with the file, the path to the field and the rule;
+nothing runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from django.core.management import CommandError, call_command
+
+from queues.engine.scenario import ScenarioError, load, parse
+
+BASE: dict[str, Any] = {
+    "resourceFlavors": [{"name": "h100"}],
+    "cohorts": [{"name": "c"}],
+    "clusterQueues": [
+        {
+            "name": "q",
+            "cohortName": "c",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "h100",
+                            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}],
+                        }
+                    ],
+                }
+            ],
+        }
+    ],
+    "workloads": [
+        {"name": "w", "clusterQueue": "q", "podSets": [{"requests": {"nvidia.com/gpu": 1}}]}
+    ],
+}
+
+
+def broken(path: list[Any], value: Any) -> dict[str, Any]:
+    document = yaml.safe_load(yaml.safe_dump(BASE))
+    target = document
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return document
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field", "rule"),
+    [
+        (
+            ["clusterQueues", 0, "queueingStrategy"],
+            "LIFO",
+            "clusterQueues[0].queueingStrategy",
+            "unsupported-value",
+        ),
+        (["clusterQueues", 0, "colour"], "blue", "clusterQueues[0].colour", "unknown-field"),
+        (
+            ["clusterQueues", 0, "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"],
+            "8X",
+            "clusterQueues[0].resourceGroups[0].flavors[0].resources[0].nominalQuota",
+            "quantity-format",
+        ),
+        (
+            ["clusterQueues", 0, "resourceGroups", 0, "flavors", 0, "name"],
+            "a100",
+            "clusterQueues[0].resourceGroups[0].flavors[0].name",
+            "unknown-flavor",
+        ),
+        (
+            ["workloads", 0, "clusterQueue"],
+            "nope",
+            "workloads[0].clusterQueue",
+            "unknown-cluster-queue",
+        ),
+        (
+            ["workloads", 0, "podSets", 0, "requests", "nvidia.com/gpu"],
+            "0.5",
+            "workloads[0].podSets[0].requests.nvidia.com/gpu",
+            "quantity-precision",
+        ),
+        (["workloads", 0, "priority"], "urgent", "workloads[0].priority", "unknown-priority-class"),
+        (["workloads", 0, "runtime"], "soon", "workloads[0].runtime", "duration"),
+        (
+            ["clusterQueues", 0, "preemption"],
+            {"borrowWithinCohort": {"policy": "LowerPriority"}},
+            "clusterQueues[0].preemption.borrowWithinCohort.policy",
+            "borrow-needs-reclaim",
+        ),
+        (
+            ["workloads", 0, "admission"],
+            {"main": {"nvidia.com/gpu": "h100"}, "other": {}},
+            "workloads[0].admission.other",
+            "unknown-pod-set",
+        ),
+    ],
+)
+def test_bad_field_is_named_with_its_rule(
+    path: list[Any], value: Any, field: str, rule: str
+) -> None:
+    with pytest.raises(ScenarioError) as excinfo:
+        parse(broken(path, value), "test.yaml")
+    assert (field, rule) in {(e.field, e.rule) for e in excinfo.value.errors}, excinfo.value
+    assert str(excinfo.value).startswith("test.yaml: ")
+
+
+def test_cohort_cycle_is_refused() -> None:
+    document = broken(
+        ["cohorts"], [{"name": "a", "parentName": "b"}, {"name": "b", "parentName": "a"}]
+    )
+    with pytest.raises(ScenarioError) as excinfo:
+        parse(document, "cycle.yaml")
+    assert {e.rule for e in excinfo.value.errors} == {"cohort-cycle"}
+
+
+def test_every_error_is_reported_at_once() -> None:
+    document = broken(["workloads"], [{"name": "Bad Name", "clusterQueue": "nope"}])
+    with pytest.raises(ScenarioError) as excinfo:
+        parse(document)
+    fields = {e.field for e in excinfo.value.errors}
+    assert {
+        "workloads[0].name",
+        "workloads[0].clusterQueue",
+        "workloads[0].podSets[0].requests",
+    } <= fields
+
+
+def test_kueue_objects_can_be_pasted() -> None:
+    document = {
+        "resourceFlavors": [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": "h100"},
+                "spec": {},
+            }
+        ],
+        "workloadPriorityClasses": [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": "high"},
+                "value": 1000,
+            }
+        ],
+        "clusterQueues": [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": "q"},
+                "spec": BASE["clusterQueues"][0] | {},
+            }
+        ],
+        "workloads": [
+            {
+                "name": "w",
+                "clusterQueue": "q",
+                "priority": "high",
+                "podSets": [{"requests": {"nvidia.com/gpu": 1}}],
+            }
+        ],
+    }
+    document["clusterQueues"][0]["spec"].pop("name")
+    scenario = parse(document)
+    assert scenario.workloads[0].priority == 1000
+    assert scenario.policy.cohorts["c"].parent is None  # named only: an implicit root cohort
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"missing\.yaml"):
+        load(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("clusterQueues: [\n")
+    with pytest.raises(ScenarioError) as excinfo:
+        load(bad)
+    assert excinfo.value.errors[0].rule == "yaml"
+
+
+def test_command_refuses_a_bad_scenario_and_runs_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(broken(["clusterQueues", 0, "queueingStrategy"], "LIFO")))
+    with pytest.raises(CommandError) as excinfo:
+        call_command("admission_cycle", str(path), "--json")
+    assert "clusterQueues[0].queueingStrategy" in str(excinfo.value)
+    assert "unsupported-value" in str(excinfo.value)
