@@ -1,0 +1,103 @@
+"""Explanations: what is short, by how much and why, whether preemption could
+help, and the smallest change that would let the workload in (no database)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queues.engine.explain import explain
+from queues.engine.runner import run_cycles, scheduler_for
+from queues.engine.scenario import parse
+
+GPU = "nvidia.com/gpu"
+
+
+def queue(name: str, nominal: int, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "cohortName": "c", "resourceGroups": [{"coveredResources": [GPU],
+            "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal,
+                                                        **extra}]}]}]}
+
+
+def scheduled(workloads: list[dict[str, Any]], *queues: dict[str, Any]) -> Any:
+    scenario = parse({
+        "resourceFlavors": [{"name": "h100"},
+                            {"name": "spot", "nodeTaints": [{"key": "spot", "effect":
+                                                             "NoSchedule"}]}],
+        "cohorts": [{"name": "c"}],
+        "clusterQueues": list(queues),
+        "workloads": workloads,
+    })
+    scheduler = scheduler_for(scenario)
+    run_cycles(scheduler, until_stable=True)
+    return scheduler
+
+
+def gpus(name: str, queue_name: str, count: int, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "clusterQueue": queue_name, "podSets": [{"count": count,
+                                                                   "requests": {GPU: 1}}],
+            **extra}
+
+
+def test_shortfall_names_the_numbers_and_the_blocking_workload() -> None:
+    scheduler = scheduled(
+        [gpus("running", "b", 6, creationTime=0), gpus("waiting", "a", 6, creationTime=1)],
+        queue("a", 4), queue("b", 4),
+    )
+    result = explain(scheduler, "default/waiting")
+    assert result.status == "pending" and result.reason == "WaitingForQuota"
+    [short] = result.shortfalls
+    assert (short.flavor, short.resource, short.requested, short.available, short.short_by) == (
+        "h100", GPU, "6", "2", "4")
+    assert (short.nominal, short.queue_usage, short.cohort_available) == ("4", "0", "2")
+    assert not short.never_fits
+    kinds = {s.kind: s for s in result.suggestions}
+    assert kinds["wait-for"].details == {"workload": "default/running"}
+    assert kinds["fewer-resources"].details["fits_now"] == "2"
+    assert kinds["raise-quota"].details["by"] == "4"
+    assert "6 nvidia.com/gpu in flavor h100; 2 is free to it" in result.message
+    assert result.position == 1
+
+
+def test_never_fits_says_so_and_proposes_the_borrowing_limit() -> None:
+    scheduler = scheduled([gpus("huge", "a", 10)], queue("a", 4, borrowingLimit=2),
+                          queue("b", 8))
+    result = explain(scheduler, "default/huge")
+    assert result.reason == "ExceedsMaxQuota"
+    assert result.shortfalls[0].never_fits and result.shortfalls[0].maximum == "6"
+    kinds = {s.kind: s for s in result.suggestions}
+    assert kinds["raise-borrowing-limit"].details["by"] == "4"
+    assert "can never have more than 6" in result.message
+
+
+def test_preemption_protection_is_explained() -> None:
+    scheduler = scheduled(
+        [gpus("important", "a", 4, priority=100, creationTime=0),
+         gpus("newcomer", "a", 4, priority=10, creationTime=1)],
+        queue("a", 4) | {"preemption": {"withinClusterQueue": "LowerPriority"}},
+    )
+    result = explain(scheduler, "default/newcomer")
+    assert result.preemption["considered"] is True
+    assert result.preemption["protected"] == [{
+        "workload": "default/important", "cluster_queue": "a",
+        "why": "priority 100 is not lower than 10"}]
+
+
+def test_a_flavor_blocked_by_a_taint_is_suggested() -> None:
+    q = queue("a", 0)
+    q["resourceGroups"][0]["flavors"].insert(
+        0, {"name": "spot", "resources": [{"name": GPU, "nominalQuota": 8}]})
+    scheduler = scheduled([gpus("w", "a", 2)], q)
+    result = explain(scheduler, "default/w")
+    assert result.skipped_flavors == {"spot": "untolerated taint {spot  NoSchedule <nil>} in "
+                                              "flavor spot"}
+    assert any(s.kind == "other-flavor" and s.details["flavor"] == "spot"
+               for s in result.suggestions)
+
+
+def test_admitted_and_reserved_workloads_say_what_they_wait_for() -> None:
+    gated = queue("a", 8) | {"admissionChecksStrategy": {"admissionChecks": [
+        {"name": "berth-approval"}]}}
+    scheduler = scheduled([gpus("w", "a", 2)], gated, queue("b", 8))
+    result = explain(scheduler, "default/w")
+    assert result.status == "quota-reserved"
+    assert "berth-approval" in result.message
