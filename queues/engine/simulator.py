@@ -98,6 +98,8 @@ class Simulator:
         requeue_delay: float = 1.0,
         check_delay: float = 0.0,
         eviction_delay: float = 30.0,
+        start: float | None = None,
+        until_admitted: str | None = None,
         samples: int = 240,
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
@@ -122,8 +124,12 @@ class Simulator:
             self._workloads[workload.key] = workload
             self._classes[workload.key] = workload_class
         self.total = len(self._workloads)
-        arrivals = [max(w.creation_time, 0.0) for w in self._workloads.values()]
-        self.start = min(arrivals, default=0.0)
+        # The clock starts at ``start`` (default: the first arrival, at 0 or later);
+        # workloads created earlier arrive then.
+        self._floor = start if start is not None else 0.0
+        arrivals = [max(w.creation_time, self._floor) for w in self._workloads.values()]
+        self.start = start if start is not None else min(arrivals, default=0.0)
+        self.until_admitted = until_admitted
         last = max(arrivals, default=0.0)
         horizon = last + max((w.runtime or 0.0 for w in self._workloads.values()), default=1.0)
         self._sample_every = max((horizon - self.start) / max(samples, 1), 1e-3)
@@ -169,7 +175,7 @@ class Simulator:
                 workload.creation_time,
                 gpu_count(workload),
             )
-            self._push(max(workload.creation_time, 0.0), ARRIVE, workload)
+            self._push(max(workload.creation_time, self._floor), ARRIVE, workload)
         now = self.start
         while self._events:
             now = self._events[0][0]
@@ -178,6 +184,8 @@ class Simulator:
                 _, _, kind, payload = heapq.heappop(self._events)
                 self._handle(now, kind, payload)
             self._schedule(now)
+            if self.until_admitted and self.records[self.until_admitted].first_admitted is not None:
+                break
             if self.scheduler.has_unpark_requests and self._unpark_due is None:
                 if any(q.parked for q in self.scheduler.queues.values()):
                     self._unpark_due = now + self.requeue_delay
@@ -206,7 +214,8 @@ class Simulator:
             self.scheduler.add(workload)
             if workload.admission is not None:  # a snapshot: already running
                 if workload.admitted_at is not None and workload.runtime is not None:
-                    workload.work_done = min(workload.runtime, max(0.0, now - workload.admitted_at))
+                    elapsed = min(workload.runtime, max(0.0, now - workload.admitted_at))
+                    workload.work_done = max(workload.work_done, elapsed)
                 self.records[workload.key].first_admitted = workload.admitted_at
                 self._started(workload, now)
         elif kind == FINISH:
@@ -272,7 +281,8 @@ class Simulator:
         self._generation[workload.key] = generation
         self._run_started[workload.key] = now
         remaining = max(0.0, (workload.runtime or 0.0) - workload.work_done)
-        self._push(now + remaining, FINISH, (workload.key, generation))
+        if math.isfinite(remaining):  # a workload that runs forever never finishes
+            self._push(now + remaining, FINISH, (workload.key, generation))
 
     def _preempted(self, key: str, reason: str, queue: str, now: float) -> None:
         workload = self.scheduler.workloads[key]

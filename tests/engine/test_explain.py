@@ -13,41 +13,62 @@ GPU = "nvidia.com/gpu"
 
 
 def queue(name: str, nominal: int, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "cohortName": "c", "resourceGroups": [{"coveredResources": [GPU],
-            "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal,
-                                                        **extra}]}]}]}
+    return {
+        "name": name,
+        "cohortName": "c",
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU],
+                "flavors": [
+                    {"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal, **extra}]}
+                ],
+            }
+        ],
+    }
 
 
 def scheduled(workloads: list[dict[str, Any]], *queues: dict[str, Any]) -> Any:
-    scenario = parse({
-        "resourceFlavors": [{"name": "h100"},
-                            {"name": "spot", "nodeTaints": [{"key": "spot", "effect":
-                                                             "NoSchedule"}]}],
-        "cohorts": [{"name": "c"}],
-        "clusterQueues": list(queues),
-        "workloads": workloads,
-    })
+    scenario = parse(
+        {
+            "resourceFlavors": [
+                {"name": "h100"},
+                {"name": "spot", "nodeTaints": [{"key": "spot", "effect": "NoSchedule"}]},
+            ],
+            "cohorts": [{"name": "c"}],
+            "clusterQueues": list(queues),
+            "workloads": workloads,
+        }
+    )
     scheduler = scheduler_for(scenario)
     run_cycles(scheduler, until_stable=True)
     return scheduler
 
 
 def gpus(name: str, queue_name: str, count: int, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "clusterQueue": queue_name, "podSets": [{"count": count,
-                                                                   "requests": {GPU: 1}}],
-            **extra}
+    return {
+        "name": name,
+        "clusterQueue": queue_name,
+        "podSets": [{"count": count, "requests": {GPU: 1}}],
+        **extra,
+    }
 
 
 def test_shortfall_names_the_numbers_and_the_blocking_workload() -> None:
     scheduler = scheduled(
         [gpus("running", "b", 6, creationTime=0), gpus("waiting", "a", 6, creationTime=1)],
-        queue("a", 4), queue("b", 4),
+        queue("a", 4),
+        queue("b", 4),
     )
     result = explain(scheduler, "default/waiting")
     assert result.status == "pending" and result.reason == "WaitingForQuota"
     [short] = result.shortfalls
     assert (short.flavor, short.resource, short.requested, short.available, short.short_by) == (
-        "h100", GPU, "6", "2", "4")
+        "h100",
+        GPU,
+        "6",
+        "2",
+        "4",
+    )
     assert (short.nominal, short.queue_usage, short.cohort_available) == ("4", "0", "2")
     assert not short.never_fits
     kinds = {s.kind: s for s in result.suggestions}
@@ -59,8 +80,7 @@ def test_shortfall_names_the_numbers_and_the_blocking_workload() -> None:
 
 
 def test_never_fits_says_so_and_proposes_the_borrowing_limit() -> None:
-    scheduler = scheduled([gpus("huge", "a", 10)], queue("a", 4, borrowingLimit=2),
-                          queue("b", 8))
+    scheduler = scheduled([gpus("huge", "a", 10)], queue("a", 4, borrowingLimit=2), queue("b", 8))
     result = explain(scheduler, "default/huge")
     assert result.reason == "ExceedsMaxQuota"
     assert result.shortfalls[0].never_fits and result.shortfalls[0].maximum == "6"
@@ -71,33 +91,67 @@ def test_never_fits_says_so_and_proposes_the_borrowing_limit() -> None:
 
 def test_preemption_protection_is_explained() -> None:
     scheduler = scheduled(
-        [gpus("important", "a", 4, priority=100, creationTime=0),
-         gpus("newcomer", "a", 4, priority=10, creationTime=1)],
+        [
+            gpus("important", "a", 4, priority=100, creationTime=0),
+            gpus("newcomer", "a", 4, priority=10, creationTime=1),
+        ],
         queue("a", 4) | {"preemption": {"withinClusterQueue": "LowerPriority"}},
     )
     result = explain(scheduler, "default/newcomer")
     assert result.preemption["considered"] is True
-    assert result.preemption["protected"] == [{
-        "workload": "default/important", "cluster_queue": "a",
-        "why": "priority 100 is not lower than 10"}]
+    assert result.preemption["protected"] == [
+        {
+            "workload": "default/important",
+            "cluster_queue": "a",
+            "why": "priority 100 is not lower than 10",
+        }
+    ]
 
 
 def test_a_flavor_blocked_by_a_taint_is_suggested() -> None:
     q = queue("a", 0)
     q["resourceGroups"][0]["flavors"].insert(
-        0, {"name": "spot", "resources": [{"name": GPU, "nominalQuota": 8}]})
+        0, {"name": "spot", "resources": [{"name": GPU, "nominalQuota": 8}]}
+    )
     scheduler = scheduled([gpus("w", "a", 2)], q)
     result = explain(scheduler, "default/w")
-    assert result.skipped_flavors == {"spot": "untolerated taint {spot  NoSchedule <nil>} in "
-                                              "flavor spot"}
-    assert any(s.kind == "other-flavor" and s.details["flavor"] == "spot"
-               for s in result.suggestions)
+    assert result.skipped_flavors == {
+        "spot": "untolerated taint {spot  NoSchedule <nil>} in flavor spot"
+    }
+    assert any(
+        s.kind == "other-flavor" and s.details["flavor"] == "spot" for s in result.suggestions
+    )
 
 
 def test_admitted_and_reserved_workloads_say_what_they_wait_for() -> None:
-    gated = queue("a", 8) | {"admissionChecksStrategy": {"admissionChecks": [
-        {"name": "berth-approval"}]}}
+    gated = queue("a", 8) | {
+        "admissionChecksStrategy": {"admissionChecks": [{"name": "berth-approval"}]}
+    }
     scheduler = scheduled([gpus("w", "a", 2)], gated, queue("b", 8))
     result = explain(scheduler, "default/w")
     assert result.status == "quota-reserved"
     assert "berth-approval" in result.message
+
+
+def test_start_estimate_brackets_the_running_workloads_remaining_time() -> None:
+    from queues.engine.estimate import estimate_start
+
+    scheduler = scheduled(
+        [
+            gpus("running", "a", 8, runtime=1000, creationTime=0),
+            gpus("next", "a", 8, runtime=100, creationTime=1),
+            gpus("forever", "b", 8, creationTime=0),
+            gpus("stuck", "b", 8, creationTime=1),
+        ],
+        queue("a", 8),
+        queue("b", 8),
+    )
+    scheduler.now = 400.0  # running has 600 s of its 1000 s left
+    estimate = estimate_start(scheduler, "default/next")
+    # It queues again a second after running ends (Kueue's requeue delay).
+    assert estimate.latest == 1001.0
+    assert estimate.earliest == 701.0  # if running ends in half its remaining time
+    # Behind a workload that declares no runtime: no estimate.
+    assert estimate_start(scheduler, "default/stuck").latest is None
+    # The scheduler's own state is untouched.
+    assert scheduler.workloads["default/next"].admission is None
