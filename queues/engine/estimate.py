@@ -36,8 +36,9 @@ def _start(scheduler: Scheduler, key: str, now: float, factor: float) -> float |
         if copied.runtime is None:
             copied.runtime = NEVER
         if copied.admission is not None and copied.admitted_at is not None:
-            done = min(copied.runtime, max(0.0, now - copied.admitted_at) + copied.work_done)
-            copied.work_done = done + (copied.runtime - done) * (1 - factor)
+            if copied.runtime != NEVER:
+                done = min(copied.runtime, max(0.0, now - copied.admitted_at) + copied.work_done)
+                copied.work_done = done + (copied.runtime - done) * (1 - factor)
             copied.admitted_at = now
         stream.append((copied, "state"))
     simulator = Simulator(scheduler.policy, stream, start=now, until_admitted=key)

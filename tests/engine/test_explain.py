@@ -151,7 +151,7 @@ def test_start_estimate_brackets_the_running_workloads_remaining_time() -> None:
     # It queues again a second after running ends (Kueue's requeue delay).
     assert estimate.latest == 1001.0
     assert estimate.earliest == 701.0  # if running ends in half its remaining time
-    # Behind a workload that declares no runtime: no estimate.
+    # Behind a workload that declares no runtime, with nobody to borrow from.
     assert estimate_start(scheduler, "default/stuck").latest is None
     # The scheduler's own state is untouched.
     assert scheduler.workloads["default/next"].admission is None
