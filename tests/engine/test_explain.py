@@ -144,7 +144,7 @@ def test_start_estimate_brackets_the_running_workloads_remaining_time() -> None:
             gpus("stuck", "b", 8, creationTime=1),
         ],
         queue("a", 8),
-        queue("b", 8),
+        {k: v for k, v in queue("b", 8).items() if k != "cohortName"},  # nobody to borrow from
     )
     scheduler.now = 400.0  # running has 600 s of its 1000 s left
     estimate = estimate_start(scheduler, "default/next")
