@@ -80,6 +80,9 @@ class PodSetAssignment:
     reasons: list[str] = field(default_factory=list)
     checks: list[QuotaCheck] = field(default_factory=list)
     skipped_flavors: dict[str, str] = field(default_factory=dict)  # flavor -> why
+    # Per resource group searched: flavor -> why it could not be used
+    # (NoMatchingFlavor, ExceedsMaxQuota, WaitingForQuota).
+    attempts: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -218,6 +221,7 @@ class FlavorAssigner:
                         pod_set.name,
                         mode=Mode.NO_FIT,
                         reasons=[f"resource {resource} unavailable in ClusterQueue"],
+                        attempts=[{"": "NoMatchingFlavor"}],
                     )
                 continue
             if id(group) in resolved:
@@ -239,6 +243,7 @@ class FlavorAssigner:
                         for f, why in result.skipped_flavors.items()
                         if f not in skipped_before
                     },
+                    attempts=result.attempts,
                 )
             if chosen.mode is Mode.FIT:
                 del result.reasons[first_reason:]
@@ -264,25 +269,39 @@ class FlavorAssigner:
     ) -> FlavorOutcome | None:
         best: FlavorOutcome | None = None
         preference = self.queue.flavor_fungibility.preference
+        # Why each flavor of this group could not be used, for the NoFit reason.
+        attempts: dict[str, str] = {}
+        result.attempts.append(attempts)
         for flavor_quotas in group.flavors:
             flavor = self.policy.flavors.get(flavor_quotas.flavor)
             if flavor is None:
                 result.reasons.append(f"flavor {flavor_quotas.flavor} not found")
+                attempts[flavor_quotas.flavor] = "NoMatchingFlavor"
                 continue
             problem = untolerated_taint(pod_set, flavor) or selector_mismatch(pod_set, flavor)
             if problem:
                 result.reasons.append(problem)
                 result.skipped_flavors[flavor.name] = problem
+                attempts[flavor.name] = "NoMatchingFlavor"
                 continue
             outcome = FlavorOutcome(flavor.name, Mode.FIT, 0, {})
+            worst: tuple[Mode, int] | None = None
+            first_check = len(result.checks)
             for resource in request_order(wanted):
                 fr = (flavor.name, resource)
                 r_mode, r_borrow = self._fits_quota(
                     workload, fr, usage.get(fr, 0), wanted[resource], result
                 )
                 outcome.resource_modes[resource] = r_mode
-                outcome.mode = min(outcome.mode, r_mode)
-                outcome.borrow = max(outcome.borrow, r_borrow)
+                # The flavor is as good as its worst resource, (mode, borrowing
+                # level) taken together the way flavors are compared.
+                if worst is None or _preferred(worst, (r_mode, r_borrow), preference):
+                    worst = (r_mode, r_borrow)
+            if worst is not None:
+                outcome.mode, outcome.borrow = worst
+            if outcome.mode is Mode.NO_FIT:
+                exceeds = any(c.requested > c.potential for c in result.checks[first_check:])
+                attempts[flavor.name] = "ExceedsMaxQuota" if exceeds else "WaitingForQuota"
             if not _try_next(outcome.mode, outcome.borrow, self.queue):
                 return outcome
             if _preferred(

@@ -244,6 +244,11 @@ class Preemptor:
         return []
 
     def _reserved(self, queue: str, preemptor: Workload) -> Iterable[Workload]:
+        """Workloads holding quota in ``queue`` that could be victims. A stopped
+        queue is not in Kueue's snapshot: its usage counts, its workloads are
+        never candidates."""
+        if self.policy.cluster_queues[queue].stop_policy.value != "None":
+            return
         for key, workload in self.reserved.get(queue, {}).items():
             if key != preemptor.key and key not in self.exclude:
                 yield workload

@@ -89,13 +89,10 @@ class PendingQueue:
 
     def requeue(self, workload: Workload, reason: str) -> None:
         """Return an evaluated head: to the heap, or parked as inadmissible."""
-        self.sticky = (
-            workload.key
-            if (
-                reason == "PendingPreemption" and self.strategy is QueueingStrategy.BEST_EFFORT_FIFO
-            )
-            else (None if self.sticky == workload.key else self.sticky)
-        )
+        if reason == "PendingPreemption" and self.strategy is QueueingStrategy.BEST_EFFORT_FIFO:
+            # First until admitted or removed, whatever happens to it meanwhile (a
+            # later "no longer fits" skip included); another preemptor replaces it.
+            self.sticky = workload.key
         if self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE:
             self._queued[workload.key] = workload
             heapq.heappush(self._heap, (order_key(workload), workload.key))

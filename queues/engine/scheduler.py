@@ -327,8 +327,14 @@ class Scheduler:
         assignment = self.assign(workload)
         entry = Entry(workload, queue, assignment)
         if assignment.needs_preemption:
+            # Kueue searches victims with the workload's own requests: no zero
+            # amounts, and no implicit pods count (it only re-checks pods when the
+            # entry is processed).
+            requests = {
+                fr: amount for fr, amount in assignment.usage.items() if amount and fr[1] != "pods"
+            }
             entry.targets = self._preemptor(set()).targets(
-                workload, queue, assignment.contested, assignment.usage
+                workload, queue, assignment.contested, requests
             )
         return entry
 
@@ -485,6 +491,9 @@ class Scheduler:
             return
         workload.admission = assignment.flavors()
         workload.admitted_at = self.now
+        # Ordered by its creation time again (an AdmissionCheck eviction's time
+        # only counts while it waits to be admitted again).
+        workload.queued_at = workload.creation_time
         self._hold(workload)
         admitted_now.add(workload.key)
         pending_queue.remove(workload.key)
@@ -559,22 +568,14 @@ class Scheduler:
 
     @staticmethod
     def _no_fit_reason(assignment: Assignment) -> str:
-        """Kueue's granular reason: per flavor tried, the worst cause (a flavor it
-        may not use, more than the maximum capacity, not enough unused quota); the
-        least severe over those flavors wins."""
+        """Kueue's granular reason: within each resource group tried, the least
+        severe cause among its unusable flavors; across groups, the most severe."""
         failing = next(p for p in assignment.pod_sets if p.mode is Mode.NO_FIT)
         severity = {"WaitingForQuota": 0, "ExceedsMaxQuota": 1, "NoMatchingFlavor": 2}
-        by_flavor: dict[str, str] = dict.fromkeys(failing.skipped_flavors, "NoMatchingFlavor")
-        for check in failing.checks:
-            if check.mode is Mode.FIT:
-                continue
-            cause = "ExceedsMaxQuota" if check.requested > check.potential else "WaitingForQuota"
-            current = by_flavor.get(check.flavor)
-            if current is None or severity[cause] > severity[current]:
-                by_flavor[check.flavor] = cause
-        if not by_flavor:
-            return "NoMatchingFlavor"  # a resource the ClusterQueue does not cover
-        return min(by_flavor.values(), key=severity.__getitem__)
+        per_group = [
+            min(causes.values(), key=severity.__getitem__) for causes in failing.attempts if causes
+        ]
+        return max(per_group, key=severity.__getitem__, default="NoMatchingFlavor")
 
     def _queued_message(self, workload: Workload) -> str:
         return f"Waiting in ClusterQueue {workload.cluster_queue}"

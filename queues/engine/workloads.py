@@ -133,7 +133,7 @@ def read_admission(
             reader.error(ps_path, "type", "must map each resource to a flavor")
             continue
         for resource, flavor in flavors.items():
-            if resource not in pod_set.requests:
+            if resource not in pod_set.requests and not (resource == "pods" and "pods" in offered):
                 reader.error(
                     f"{ps_path}.{resource}",
                     "unknown-resource",
@@ -158,6 +158,21 @@ def read_admission(
                 ps_path, "incomplete-admission", f"gives no flavor for {', '.join(missing)}"
             )
         admission[pod_set_name] = {str(r): str(f) for r, f in flavors.items()}
+        if queue is not None and "pods" in offered and "pods" not in admission[pod_set_name]:
+            # Kueue records pods = count whenever the queue covers pods; it comes
+            # from the flavor its resource group gave the pod set's other resources.
+            group = next(g for g in queue.resource_groups if "pods" in g.covered_resources)
+            same_group = [
+                f for r, f in admission[pod_set_name].items() if r in group.covered_resources
+            ]
+            if same_group:
+                admission[pod_set_name]["pods"] = same_group[0]
+            else:
+                reader.error(
+                    ps_path,
+                    "incomplete-admission",
+                    "gives no flavor for pods, which the cluster queue covers",
+                )
     absent = sorted(set(by_name) - set(admission))
     if absent:
         reader.error(
@@ -167,12 +182,26 @@ def read_admission(
 
 
 def read_check_states(
-    reader: Reader, path: str, raw: Any, queue_name: str, policy: Policy, admitted: bool
+    reader: Reader,
+    path: str,
+    raw: Any,
+    queue_name: str,
+    policy: Policy,
+    admission: dict[str, dict[str, str]] | None,
 ) -> dict[str, CheckState]:
+    """States of the admission checks that apply to the workload's admission: a
+    check limited ``onFlavors`` applies only if one of those flavors is assigned."""
+    admitted = admission is not None
     queue = policy.cluster_queues.get(queue_name)
-    expected = dict(queue.admission_checks) if queue is not None else {}
+    used = {f for flavors in (admission or {}).values() for f in flavors.values()}
+    expected = {
+        name: on_flavors
+        for name, on_flavors in (queue.admission_checks if queue is not None else {}).items()
+        if not on_flavors or not admitted or used & set(on_flavors)
+    }
     states: dict[str, CheckState] = {}
-    given = reader.mapping(path, raw, tuple(expected)) if raw is not None else {}
+    every_check = tuple(queue.admission_checks) if queue is not None else ()
+    given = reader.mapping(path, raw, every_check) if raw is not None else {}
     for name in expected:
         state = given.get(name, "Pending" if admitted else None)
         if state is None:
@@ -237,6 +266,6 @@ def parse_workload(
         spec.get("admissionChecks"),
         queue_name,
         policy,
-        admission is not None,
+        admission,
     )
     return workload
