@@ -78,6 +78,10 @@ TOP_LEVEL = (
     "workloads",
     "generate",
     "description",
+    # Scenario tests keep what Kueue does next to the scenario; commands ignore it.
+    "rule",
+    "cycle",
+    "expect",
 )
 
 
