@@ -46,6 +46,11 @@ LOG_LEVEL = env.choice(
     "BERTH_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
 ).upper()
 BERTH_AUDIT_RETENTION_DAYS = env.number("BERTH_AUDIT_RETENTION_DAYS", 90, minimum=1)
+# Reconcile after every policy change (and every BERTH_RECONCILE_INTERVAL s anyway).
+BERTH_RECONCILE_ON_CHANGE = env.flag("BERTH_RECONCILE_ON_CHANGE", True)
+BERTH_RECONCILE_INTERVAL = env.number("BERTH_RECONCILE_INTERVAL", 60, minimum=5)
+# First wait before retrying a transient cluster error; doubles with jitter, 5 tries.
+BERTH_RECONCILE_RETRY_BASE = float(env.number("BERTH_RECONCILE_RETRY_MS", 500, minimum=1)) / 1000
 
 
 def _data_dir(*parts: str) -> Path:
@@ -238,6 +243,12 @@ CELERY_BEAT_SCHEDULE = {
     "prune-access-denials": {
         "task": "accounts.tasks.prune_access_denials",
         "schedule": 6 * 60 * 60,
+    },
+    # Level-based: repairs drift and catches anything a lost task missed.
+    "reconcile-policy": {
+        "task": "queues.tasks.reconcile_policy",
+        "schedule": BERTH_RECONCILE_INTERVAL,
+        "args": ["periodic"],
     },
 }
 

@@ -1,20 +1,26 @@
 """The policy domain: who may use which GPUs, how much, and with what priority."""
 
 from queues.models.classes import QueueClass, WorkloadPriorityClass
+from queues.models.cluster import SimulatedEvent, SimulatedObject
 from queues.models.cohorts import Cohort
 from queues.models.flavors import ResourceFlavor
 from queues.models.history import PolicyChange
 from queues.models.queues import ClusterQueue, LocalQueue, Quota
+from queues.models.reconcile import DriftRecord, ReconcileRun
 from queues.models.teams import Team, TeamMembership, TeamNamespace
 
 __all__ = [
     "ClusterQueue",
     "Cohort",
+    "DriftRecord",
     "LocalQueue",
     "PolicyChange",
     "QueueClass",
     "Quota",
+    "ReconcileRun",
     "ResourceFlavor",
+    "SimulatedEvent",
+    "SimulatedObject",
     "Team",
     "TeamMembership",
     "TeamNamespace",

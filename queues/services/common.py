@@ -28,12 +28,24 @@ class StaleRevision(PolicyConflict):
 @contextmanager
 def policy_write() -> Iterator[None]:
     """A transaction holding the policy write lock (PostgreSQL advisory lock;
-    SQLite already allows one writer at a time)."""
+    SQLite already allows one writer at a time). Once it commits, a reconcile
+    is requested so the cluster follows the policy."""
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [POLICY_LOCK_KEY])
         yield
+        transaction.on_commit(_request_reconcile)
+
+
+def _request_reconcile() -> None:
+    from django.conf import settings
+
+    if not settings.BERTH_RECONCILE_ON_CHANGE:
+        return
+    from queues.tasks import reconcile_policy
+
+    reconcile_policy.delay("policy-change")
 
 
 def record_change(

@@ -1,0 +1,271 @@
+"""The simulated backend: Berth's embedded cluster, stored in Berth's database.
+
+It answers the same calls as a Kubernetes API server (list, get, apply, delete,
+watch, status) for the kinds Berth uses, with resourceVersions from a change
+log, so reconcile and sync cannot tell it from a real cluster. What Kueue and
+the job controllers would do on a real cluster is done by
+``queues.simulation.cluster`` on a clock.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max, Min
+from django.utils import timezone
+
+from queues.backends.base import (
+    TYPES,
+    BackendError,
+    ResourceType,
+    WatchEvent,
+    WatchExpired,
+)
+from queues.kueue.render import KUEUE_VERSION
+from queues.models import SimulatedEvent, SimulatedObject
+
+# Change-log entries kept for watches; older resourceVersions get 410 Gone.
+RETAINED_EVENTS = 50_000
+
+
+def _strip_server_fields(body: dict[str, Any]) -> dict[str, Any]:
+    metadata = {
+        k: v
+        for k, v in body.get("metadata", {}).items()
+        if k not in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields")
+    }
+    return {**body, "metadata": metadata}
+
+
+class SimulatedBackend:
+    name = "simulated"
+
+    def kueue_versions(self) -> list[str]:
+        return [KUEUE_VERSION, "v1beta1"]
+
+    # ------------------------------------------------------------------ read
+
+    def list(
+        self, rtype: ResourceType, *, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        wanted = _selector(label_selector)
+        rows = SimulatedObject.objects.filter(kind=rtype.kind).order_by("namespace", "name")
+        items = [row.body for row in rows if _matches(row.body, wanted)]
+        version = SimulatedEvent.objects.aggregate(v=Max("id"))["v"] or 0
+        return items, str(version)
+
+    def get(
+        self, rtype: ResourceType, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        row = SimulatedObject.objects.filter(
+            kind=rtype.kind, namespace=namespace or "", name=name
+        ).first()
+        return row.body if row else None
+
+    # ----------------------------------------------------------------- write
+
+    def _record(self, kind: str, event_type: str, body: dict[str, Any]) -> int:
+        event = SimulatedEvent.objects.create(kind=kind, event_type=event_type, body=body)
+        return int(event.pk)
+
+    def _store(
+        self, row: SimulatedObject | None, body: dict[str, Any], *, created: bool
+    ) -> dict[str, Any]:
+        """Give ``body`` its server fields and a new resourceVersion, and log it."""
+        kind = body["kind"]
+        metadata = body.setdefault("metadata", {})
+        if row is None:
+            metadata["uid"] = str(uuid.uuid4())
+            metadata["creationTimestamp"] = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+            metadata["generation"] = 1
+        event_id = self._record(kind, "ADDED" if created else "MODIFIED", body)
+        metadata["resourceVersion"] = str(event_id)
+        if row is None:
+            row = SimulatedObject(
+                api_version=body["apiVersion"],
+                kind=kind,
+                namespace=metadata.get("namespace", ""),
+                name=metadata["name"],
+                uid=metadata["uid"],
+            )
+        row.resource_version = event_id
+        row.body = body
+        row.save()
+        SimulatedEvent.objects.filter(pk=event_id).update(body=body)
+        return body
+
+    def apply(
+        self, obj: Mapping[str, Any], *, force: bool, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Create, or replace what Berth sets (spec, value, labels, annotations),
+        keeping the status the cluster keeps."""
+        body = _strip_server_fields(dict(obj))
+        metadata = body["metadata"]
+        if obj["kind"] not in TYPES:
+            raise BackendError(f"the simulated cluster does not serve {obj['kind']}", status=404)
+        with transaction.atomic():
+            row = (
+                SimulatedObject.objects.select_for_update()
+                .filter(
+                    kind=obj["kind"], namespace=metadata.get("namespace", ""), name=metadata["name"]
+                )
+                .first()
+            )
+            if row is None:
+                merged = body
+            else:
+                merged = dict(row.body)
+                merged["metadata"] = {
+                    **row.body["metadata"],
+                    "labels": metadata.get("labels", {}),
+                    "annotations": metadata.get("annotations", {}),
+                }
+                if not merged["metadata"]["annotations"]:
+                    merged["metadata"].pop("annotations")
+                for key in ("spec", "value"):
+                    if key in body:
+                        if key == "spec" and merged.get("spec") != body["spec"]:
+                            merged["metadata"]["generation"] = (
+                                int(merged["metadata"].get("generation", 1)) + 1
+                            )
+                        merged[key] = body[key]
+                    else:
+                        merged.pop(key, None)
+            if dry_run:
+                return merged
+            return self._store(row, merged, created=row is None)
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """POST: 409 if it exists (jobs are created, not applied)."""
+        body = _strip_server_fields(dict(obj))
+        metadata = body["metadata"]
+        with transaction.atomic():
+            exists = SimulatedObject.objects.filter(
+                kind=obj["kind"], namespace=metadata.get("namespace", ""), name=metadata["name"]
+            ).exists()
+            if exists:
+                raise BackendError(
+                    f"{obj['kind']} {metadata['name']} already exists",
+                    status=409,
+                    reason="AlreadyExists",
+                )
+            return self._store(None, body, created=True)
+
+    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Write a whole object (the simulated controllers' own updates)."""
+        metadata = obj["metadata"]
+        with transaction.atomic():
+            row = (
+                SimulatedObject.objects.select_for_update()
+                .filter(
+                    kind=obj["kind"], namespace=metadata.get("namespace", ""), name=metadata["name"]
+                )
+                .first()
+            )
+            if row is None:
+                raise BackendError(f"{obj['kind']} {metadata['name']} not found", status=404)
+            return self._store(row, dict(obj), created=False)
+
+    def delete(self, rtype: ResourceType, name: str, namespace: str | None = None) -> None:
+        with transaction.atomic():
+            row = SimulatedObject.objects.filter(
+                kind=rtype.kind, namespace=namespace or "", name=name
+            ).first()
+            if row is None:
+                return
+            body = row.body
+            row.delete()
+            event_id = self._record(rtype.kind, "DELETED", body)
+            body["metadata"]["resourceVersion"] = str(event_id)
+            SimulatedEvent.objects.filter(pk=event_id).update(body=body)
+
+    def patch_status(
+        self, rtype: ResourceType, name: str, namespace: str | None, status: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        with transaction.atomic():
+            row = (
+                SimulatedObject.objects.select_for_update()
+                .filter(kind=rtype.kind, namespace=namespace or "", name=name)
+                .first()
+            )
+            if row is None:
+                raise BackendError(f"{rtype.kind} {name} not found", status=404)
+            body = dict(row.body)
+            body["status"] = {**(body.get("status") or {}), **dict(status)}
+            return self._store(row, body, created=False)
+
+    # ----------------------------------------------------------------- watch
+
+    def watch(
+        self, rtype: ResourceType, resource_version: str, *, timeout_seconds: int
+    ) -> Iterator[WatchEvent]:
+        """Replay the change log after ``resource_version``, then poll it until
+        the timeout, with a bookmark when nothing happened."""
+        since = int(resource_version or 0)
+        oldest = SimulatedEvent.objects.aggregate(v=Min("id"))["v"]
+        if oldest is not None and since < oldest - 1:
+            raise WatchExpired(
+                f"watch {rtype.plural}: resourceVersion {since} is too old",
+                status=410,
+                reason="Expired",
+            )
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            events = list(SimulatedEvent.objects.filter(id__gt=since).order_by("id")[:1000])
+            for event in events:
+                since = int(event.pk)
+                if event.kind == rtype.kind:
+                    yield WatchEvent(event.event_type, event.body)
+            if not events:
+                yield WatchEvent(
+                    "BOOKMARK",
+                    {
+                        "kind": rtype.kind,
+                        "apiVersion": rtype.api_version,
+                        "metadata": {"resourceVersion": str(since)},
+                    },
+                )
+            if time.monotonic() >= deadline:
+                return
+            if not events:
+                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    def prune_log(self, keep: int = RETAINED_EVENTS) -> int:
+        newest = SimulatedEvent.objects.aggregate(v=Max("id"))["v"] or 0
+        deleted, _ = SimulatedEvent.objects.filter(id__lte=newest - keep).delete()
+        return deleted
+
+
+def _selector(text: str | None) -> list[tuple[str, str, str | None]]:
+    """Equality selectors: ``k=v``, ``k!=v``, ``k`` (exists), ``!k``."""
+    terms: list[tuple[str, str, str | None]] = []
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        if "!=" in part:
+            key, value = part.split("!=", 1)
+            terms.append(("!=", key.strip(), value.strip()))
+        elif "=" in part:
+            key, value = part.split("=", 1)
+            terms.append(("=", key.strip(), value.strip().lstrip("=")))
+        elif part.startswith("!"):
+            terms.append(("!", part[1:], None))
+        else:
+            terms.append(("exists", part, None))
+    return terms
+
+
+def _matches(obj: Mapping[str, Any], terms: list[tuple[str, str, str | None]]) -> bool:
+    labels = obj.get("metadata", {}).get("labels", {})
+    for op, key, value in terms:
+        if op == "=" and labels.get(key) != value:
+            return False
+        if op == "!=" and labels.get(key) == value:
+            return False
+        if op == "exists" and key not in labels:
+            return False
+        if op == "!" and key in labels:
+            return False
+    return True

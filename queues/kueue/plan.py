@@ -1,0 +1,219 @@
+"""What an apply would change: desired objects against what the cluster has.
+
+Level-based: for each desired object, create it if missing, update it if
+Berth's hash label differs or the fields Berth sets no longer hold their values
+(someone edited it by hand: drift), else leave it; for each object Berth
+manages that is no longer desired, delete it — but a ClusterQueue or LocalQueue
+still holding workloads is first set to ``stopPolicy: HoldAndDrain`` and only
+deleted once empty, and Namespaces are never deleted (that would delete every
+job in them). Objects without Berth's label are never touched. If nothing at
+all is desired, nothing is pruned: an empty policy is far likelier a wiped
+database than a wish to empty the cluster.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from queues.kueue.render import MANAGED_BY, MANAGER, POLICY_HASH, identity
+
+Identity = tuple[str, str, str]
+
+CREATE, UPDATE, UNCHANGED, DELETE, DRAIN, KEEP, CONFLICT = (
+    "create",
+    "update",
+    "unchanged",
+    "delete",
+    "drain",
+    "keep",
+    "conflict",
+)
+DRAINABLE = {"ClusterQueue", "LocalQueue"}
+NEVER_DELETED = {"Namespace"}
+
+
+@dataclass
+class Change:
+    action: str
+    kind: str
+    namespace: str
+    name: str
+    desired: dict[str, Any] | None = None
+    actual: dict[str, Any] | None = None
+    fields: list[str] = field(default_factory=list)  # paths that differ
+    drift: bool = False  # the cluster's copy was edited behind Berth's back
+    note: str = ""
+
+    @property
+    def identity(self) -> Identity:
+        return self.kind, self.namespace, self.name
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "kind": self.kind,
+            "namespace": self.namespace or None,
+            "name": self.name,
+            "fields": self.fields,
+            "drift": self.drift,
+            "note": self.note or None,
+        }
+
+
+@dataclass
+class Plan:
+    changes: list[Change]
+    prune_refused: bool = False
+
+    def by_action(self, action: str) -> list[Change]:
+        return [c for c in self.changes if c.action == action]
+
+    @property
+    def writes(self) -> list[Change]:
+        return [c for c in self.changes if c.action in (CREATE, UPDATE, DELETE, DRAIN)]
+
+    def summary(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for change in self.changes:
+            counts[change.action] = counts.get(change.action, 0) + 1
+        return counts
+
+
+def is_managed(obj: Mapping[str, Any]) -> bool:
+    return obj.get("metadata", {}).get("labels", {}).get(MANAGED_BY) == MANAGER
+
+
+def differences(desired: Any, actual: Any, path: str = "") -> list[str]:
+    """Paths where ``actual`` does not hold what ``desired`` sets. Fields the
+    server adds (defaults, status, bookkeeping) are not differences."""
+    if isinstance(desired, Mapping):
+        if not isinstance(actual, Mapping):
+            return [path or "."]
+        found: list[str] = []
+        for key, value in desired.items():
+            found += differences(value, actual.get(key), f"{path}.{key}" if path else key)
+        return found
+    if isinstance(desired, list):
+        if not isinstance(actual, list) or len(actual) != len(desired):
+            return [path]
+        found = []
+        for index, (want, have) in enumerate(zip(desired, actual, strict=True)):
+            found += differences(want, have, f"{path}[{index}]")
+        return found
+    return [] if _same_scalar(desired, actual) else [path]
+
+
+def _same_scalar(desired: Any, actual: Any) -> bool:
+    if desired == actual:
+        return True
+    # The API server may return a quantity or weight as a number where Berth sent
+    # a string ("8" vs 8).
+    return isinstance(desired, str) and isinstance(actual, int | float) and desired == str(actual)
+
+
+def _compared(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of an object Berth owns."""
+    metadata = obj.get("metadata", {})
+    part: dict[str, Any] = {"metadata": {"labels": metadata.get("labels", {})}}
+    if metadata.get("annotations"):
+        part["metadata"]["annotations"] = metadata["annotations"]
+    for key in ("spec", "value"):
+        if key in obj:
+            part[key] = obj[key]
+    return part
+
+
+def holds_workloads(obj: Mapping[str, Any]) -> bool:
+    """Whether a queue still has workloads, from the status Kueue keeps."""
+    status = obj.get("status") or {}
+    return any(
+        status.get(k) for k in ("admittedWorkloads", "reservingWorkloads", "pendingWorkloads")
+    )
+
+
+def make_plan(desired: Iterable[Mapping[str, Any]], actual: Iterable[Mapping[str, Any]]) -> Plan:
+    """``actual``: every object of the kinds Berth renders, managed or not."""
+    wanted = {identity(obj): dict(obj) for obj in desired}
+    present = {identity(obj): dict(obj) for obj in actual}
+    changes: list[Change] = []
+    for key, obj in wanted.items():
+        kind, namespace, name = key
+        current = present.get(key)
+        if current is None:
+            changes.append(Change(CREATE, kind, namespace, name, desired=obj))
+            continue
+        if not is_managed(current):
+            changes.append(
+                Change(
+                    CONFLICT,
+                    kind,
+                    namespace,
+                    name,
+                    desired=obj,
+                    actual=current,
+                    note="exists and is not managed by Berth; label it "
+                    f"{MANAGED_BY}={MANAGER} to let Berth take it over",
+                )
+            )
+            continue
+        fields = differences(_compared(obj), current)
+        hash_changed = (
+            current["metadata"].get("labels", {}).get(POLICY_HASH)
+            != obj["metadata"]["labels"][POLICY_HASH]
+        )
+        if not fields and not hash_changed:
+            changes.append(Change(UNCHANGED, kind, namespace, name, desired=obj, actual=current))
+            continue
+        changes.append(
+            Change(
+                UPDATE,
+                kind,
+                namespace,
+                name,
+                desired=obj,
+                actual=current,
+                fields=fields,
+                drift=bool(fields) and not hash_changed,
+            )
+        )
+    leftovers = [
+        (key, obj) for key, obj in present.items() if key not in wanted and is_managed(obj)
+    ]
+    refuse = not wanted and bool(leftovers)
+    for (kind, namespace, name), obj in sorted(leftovers):
+        if refuse:
+            changes.append(
+                Change(
+                    KEEP, kind, namespace, name, actual=obj, note="not pruned: the policy is empty"
+                )
+            )
+        elif kind in NEVER_DELETED:
+            changes.append(
+                Change(
+                    KEEP,
+                    kind,
+                    namespace,
+                    name,
+                    actual=obj,
+                    note="namespaces are never deleted by Berth",
+                )
+            )
+        elif kind in DRAINABLE and holds_workloads(obj):
+            already = (obj.get("spec") or {}).get("stopPolicy") == "HoldAndDrain"
+            changes.append(
+                Change(
+                    KEEP if already else DRAIN,
+                    kind,
+                    namespace,
+                    name,
+                    actual=obj,
+                    note="draining: deleted once its workloads are gone",
+                )
+            )
+        else:
+            changes.append(Change(DELETE, kind, namespace, name, actual=obj))
+    return Plan(changes, prune_refused=refuse)

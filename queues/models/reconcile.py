@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class ReconcileRun(models.Model):
+    """One pass of the reconciler: what it found, did and failed to do.
+
+    ``policy_version`` is the newest PolicyChange id it rendered: the cluster
+    reflects the policy up to that change once the run succeeded."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        PARTIAL = "partial", "Partial (some objects failed)"
+        FAILED = "failed"
+        SKIPPED = "skipped", "Skipped (another reconcile was running)"
+
+    class Trigger(models.TextChoices):
+        POLICY_CHANGE = "policy-change"
+        PERIODIC = "periodic"
+        MANUAL = "manual"
+        PLAN = "plan", "Plan only (dry run)"
+
+    started_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    backend = models.CharField(max_length=32)
+    dry_run = models.BooleanField(default=False)
+    policy_version = models.BigIntegerField(default=0)
+    created = models.PositiveIntegerField(default=0)
+    updated = models.PositiveIntegerField(default=0)
+    deleted = models.PositiveIntegerField(default=0)
+    drained = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    drifted = models.PositiveIntegerField(default=0)
+    write_calls = models.PositiveIntegerField(default=0)
+    retries = models.PositiveIntegerField(default=0)
+    changes = models.JSONField(default=list, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"reconcile #{self.pk} {self.status} ({self.trigger})"
+
+
+class DriftRecord(models.Model):
+    """An object Berth manages that someone changed on the cluster by hand; the
+    run that found it put Berth's version back."""
+
+    run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="drift")
+    detected_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    fields = models.JSONField(default=list)
+    cluster_value = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-detected_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"drift in {self.kind} {self.name}: {', '.join(self.fields)}"

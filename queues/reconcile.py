@@ -1,0 +1,244 @@
+"""Reconcile: make the cluster hold what the policy in Postgres says.
+
+Desired (render the policy) against actual (list every object of the kinds
+Berth renders) gives a plan; applying the plan creates and updates what
+differs, repairs hand edits (recorded as drift), drains and deletes what is no
+longer wanted (see ``queues.kueue.plan`` for the safety rules). One reconciler
+at a time (an advisory lock); every run is recorded. Transient API errors are
+retried with backoff; an object the server refuses is recorded with the
+server's message and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Max
+from django.utils import timezone
+
+from queues.backends.base import (
+    POLICY_KINDS,
+    TYPES,
+    BackendError,
+    ClusterBackend,
+    KueueNotInstalled,
+)
+from queues.backends.retry import with_retries
+from queues.kueue.bundle import current_bundle
+from queues.kueue.plan import CONFLICT, CREATE, DELETE, DRAIN, UPDATE, Change, Plan, make_plan
+from queues.kueue.render import KUEUE_VERSION, render
+from queues.locks import try_lock
+from queues.models import DriftRecord, PolicyChange, ReconcileRun
+
+log = logging.getLogger(__name__)
+LOCK = "berth.reconcile"
+# Passes in one run when the policy keeps changing while it applies.
+MAX_PASSES = 3
+
+
+def policy_version() -> int:
+    return PolicyChange.objects.aggregate(v=Max("id"))["v"] or 0
+
+
+def desired_objects() -> list[dict[str, Any]]:
+    return render(current_bundle())
+
+
+def actual_objects(backend: ClusterBackend) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    for kind in POLICY_KINDS:
+        items, _ = backend.list(TYPES[kind])
+        objects.extend(items)
+    return objects
+
+
+def compute_plan(backend: ClusterBackend) -> Plan:
+    return make_plan(desired_objects(), actual_objects(backend))
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.writes = 0
+        self.retries = 0
+
+
+def _drain_body(change: Change) -> dict[str, Any]:
+    """Berth's own fields as the cluster holds them, with stopPolicy HoldAndDrain:
+    apply must repeat everything Berth owns, or it would drop those fields."""
+    actual = change.actual or {}
+    metadata = actual.get("metadata", {})
+    body_metadata = {"name": metadata.get("name"), "labels": metadata.get("labels", {})}
+    if metadata.get("namespace"):
+        body_metadata["namespace"] = metadata["namespace"]
+    spec = dict(actual.get("spec") or {})
+    spec["stopPolicy"] = "HoldAndDrain"
+    return {
+        "apiVersion": actual["apiVersion"],
+        "kind": actual["kind"],
+        "metadata": body_metadata,
+        "spec": spec,
+    }
+
+
+def _execute(backend: ClusterBackend, change: Change, counter: _Counter, retry_base: float) -> None:
+    def counted(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            counter.writes += 1
+            return fn()
+
+        return call
+
+    def retried(exc: BackendError) -> None:
+        counter.retries += 1
+        log.warning("retrying after a transient error: %s", exc)
+
+    rtype = TYPES[change.kind]
+    namespace = change.namespace or None
+    if change.action in (CREATE, UPDATE):
+        assert change.desired is not None
+        desired = change.desired
+        with_retries(
+            counted(lambda: backend.apply(desired, force=True)), base=retry_base, on_retry=retried
+        )
+    elif change.action == DRAIN:
+        body = _drain_body(change)
+        with_retries(
+            counted(lambda: backend.apply(body, force=True)), base=retry_base, on_retry=retried
+        )
+    elif change.action == DELETE:
+        with_retries(
+            counted(lambda: backend.delete(rtype, change.name, namespace)),
+            base=retry_base,
+            on_retry=retried,
+        )
+
+
+def _apply_plan(
+    backend: ClusterBackend, plan: Plan, run: ReconcileRun, counter: _Counter, retry_base: float
+) -> None:
+    # Creates and updates in dependency order; deletions in reverse (LocalQueues
+    # before their ClusterQueues, queues before the cohorts and flavors they name).
+    upserts = [c for c in plan.changes if c.action in (CREATE, UPDATE, DRAIN)]
+    deletes = [c for c in plan.changes if c.action == DELETE]
+    order = {kind: i for i, kind in enumerate(POLICY_KINDS)}
+    deletes.sort(key=lambda c: -order[c.kind])
+    for change in [*upserts, *deletes]:
+        try:
+            _execute(backend, change, counter, retry_base)
+        except BackendError as exc:
+            run.errors.append(
+                {
+                    "kind": change.kind,
+                    "namespace": change.namespace or None,
+                    "name": change.name,
+                    "action": change.action,
+                    "message": str(exc),
+                    "transient": exc.transient,
+                }
+            )
+            continue
+        if change.action == CREATE:
+            run.created += 1
+        elif change.action == UPDATE:
+            run.updated += 1
+            if change.drift:
+                run.drifted += 1
+                DriftRecord.objects.create(
+                    run=run,
+                    kind=change.kind,
+                    namespace=change.namespace,
+                    name=change.name,
+                    fields=change.fields,
+                    cluster_value={"spec": (change.actual or {}).get("spec")},
+                )
+        elif change.action == DRAIN:
+            run.drained += 1
+        elif change.action == DELETE:
+            run.deleted += 1
+    for change in plan.changes:
+        if change.action == CONFLICT:
+            run.errors.append(
+                {
+                    "kind": change.kind,
+                    "namespace": change.namespace or None,
+                    "name": change.name,
+                    "action": change.action,
+                    "message": change.note,
+                    "transient": False,
+                }
+            )
+
+
+def reconcile(
+    backend: ClusterBackend, *, trigger: str = ReconcileRun.Trigger.MANUAL, dry_run: bool = False
+) -> ReconcileRun:
+    """One reconcile run (or a recorded skip when another one holds the lock)."""
+    with try_lock(LOCK) as taken:
+        if not taken:
+            return ReconcileRun.objects.create(
+                trigger=trigger,
+                backend=backend.name,
+                dry_run=dry_run,
+                status=ReconcileRun.Status.SKIPPED,
+                finished_at=timezone.now(),
+                message="another reconcile is running; it will pick up this change",
+            )
+        run = ReconcileRun.objects.create(trigger=trigger, backend=backend.name, dry_run=dry_run)
+        try:
+            _run(backend, run, dry_run)
+        except KueueNotInstalled as exc:
+            run.status = ReconcileRun.Status.FAILED
+            run.message = str(exc)
+        except BackendError as exc:
+            run.status = ReconcileRun.Status.FAILED
+            run.message = f"the cluster could not be read: {exc}"
+        run.finished_at = timezone.now()
+        run.save()
+        log.info("%s: %s", run, run.message)
+        return run
+
+
+def _run(backend: ClusterBackend, run: ReconcileRun, dry_run: bool) -> None:
+    versions = backend.kueue_versions()
+    if KUEUE_VERSION not in versions:
+        raise KueueNotInstalled(
+            f"the cluster serves Kueue {', '.join(versions)} but Berth needs {KUEUE_VERSION} "
+            "(Kueue 0.16 or newer)"
+        )
+    counter = _Counter()
+    retry_base = float(getattr(settings, "BERTH_RECONCILE_RETRY_BASE", 0.5))
+    for _ in range(MAX_PASSES):
+        version = policy_version()
+        plan = compute_plan(backend)
+        run.policy_version = version
+        run.changes = [c.as_dict() for c in plan.changes if c.action != "unchanged"]
+        run.unchanged = len(plan.by_action("unchanged"))
+        if plan.prune_refused:
+            run.message = (
+                "nothing was pruned: the policy is empty, which looks like a wiped "
+                "or misconfigured database; Berth's objects stay on the cluster"
+            )
+        if dry_run:
+            break
+        _apply_plan(backend, plan, run, counter, retry_base)
+        if policy_version() == version:
+            break
+    run.write_calls = counter.writes
+    run.retries = counter.retries
+    if run.errors:
+        run.status = ReconcileRun.Status.PARTIAL
+        run.message = run.message or f"{len(run.errors)} object(s) failed; see errors"
+    else:
+        run.status = ReconcileRun.Status.SUCCEEDED
+        if not run.message:
+            writes = run.created + run.updated + run.deleted + run.drained
+            run.message = (
+                "in sync: nothing to change"
+                if not writes and not dry_run
+                else f"{writes} change(s) applied"
+                if not dry_run
+                else f"{len(run.changes)} change(s) planned"
+            )

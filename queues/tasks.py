@@ -1,0 +1,23 @@
+"""Celery tasks for the cluster side. Thin: they take ids (or nothing), call a
+service, and are safe to run twice or at the same time."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from queues.backends import get_backend
+from queues.models import ReconcileRun
+from queues.reconcile import reconcile
+
+
+@shared_task(name="queues.tasks.reconcile_policy", acks_late=True)
+def reconcile_policy(trigger: str = ReconcileRun.Trigger.POLICY_CHANGE) -> int:
+    """Bring the cluster in line with the policy; level-based, so a repeat or a
+    run after a crash converges to the same state. Returns the run's id."""
+    return int(reconcile(get_backend(), trigger=trigger).pk)
+
+
+@shared_task(name="queues.tasks.plan_policy", acks_late=True)
+def plan_policy() -> int:
+    """Compute (not apply) the changes a reconcile would make, for the API."""
+    return int(reconcile(get_backend(), trigger=ReconcileRun.Trigger.PLAN, dry_run=True).pk)

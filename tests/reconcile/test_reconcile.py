@@ -1,0 +1,193 @@
+"""Reconcile against both backends: create, no-op, one change, drift, prune with
+drain, never touching what Berth does not own, and never pruning everything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from queues import services
+from queues.kueue.plan import MANAGED_BY
+from queues.models import (
+    ClusterQueue,
+    Cohort,
+    DriftRecord,
+    LocalQueue,
+    QueueClass,
+    ReconcileRun,
+    ResourceFlavor,
+    Team,
+)
+from queues.reconcile import reconcile
+from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
+from tests.reconcile.clusters import ClusterUnderTest
+
+GPU = "nvidia.com/gpu"
+
+
+@pytest.fixture
+def policy(db: Any) -> None:
+    flavor("h100")
+    cohort("org")
+    team("research")
+    cluster_queue(
+        "research",
+        team="research",
+        cohort="org",
+        resource_groups=gpu_groups("h100", "8", borrowing_limit="4"),
+    )
+    cluster_queue(
+        "urgent",
+        cohort="org",
+        queue_class="urgent-release",
+        resource_groups=gpu_groups("h100", "4"),
+    )
+
+
+def names(cluster: ClusterUnderTest, kind: str) -> set[str]:
+    return {o["metadata"]["name"] for o in cluster.objects(kind)}
+
+
+def test_first_apply_creates_everything_and_a_second_run_writes_nothing(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    first = reconcile(cluster.backend)
+    assert first.status == ReconcileRun.Status.SUCCEEDED, first.errors
+    assert names(cluster, "ClusterQueue") == {"research", "urgent"}
+    assert names(cluster, "ResourceFlavor") == {"h100"}
+    assert names(cluster, "Cohort") == {"org"}
+    assert names(cluster, "LocalQueue") == {"research", "urgent"}
+    assert names(cluster, "AdmissionCheck") == {"berth-approval"}  # urgent-release needs it
+    assert "research" in names(cluster, "Namespace")
+    [queue] = [q for q in cluster.objects("ClusterQueue") if q["metadata"]["name"] == "urgent"]
+    assert queue["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": "berth-approval"}]
+    }
+    assert first.created == first.write_calls == 8
+
+    before = cluster.writes()
+    again = reconcile(cluster.backend)
+    assert (again.status, again.write_calls, again.unchanged) == (
+        ReconcileRun.Status.SUCCEEDED,
+        0,
+        8,
+    )
+    assert cluster.writes() == before
+    assert again.message == "in sync: nothing to change"
+
+
+def test_one_quota_change_makes_exactly_one_apply(cluster: ClusterUnderTest, policy: None) -> None:
+    reconcile(cluster.backend)
+    queue = ClusterQueue.objects.get(name="research")
+    services.cluster_queues.update(
+        actor=None, obj=queue, data={"resource_groups": gpu_groups("h100", "16")}
+    )
+    run = reconcile(cluster.backend)
+    assert (run.updated, run.write_calls, run.drifted) == (1, 1, 0)
+    [change] = run.changes
+    assert (change["kind"], change["name"]) == ("ClusterQueue", "research")
+    [research] = [q for q in cluster.objects("ClusterQueue") if q["metadata"]["name"] == "research"]
+    assert (
+        research["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "16"
+    )
+
+
+def test_a_hand_edit_is_recorded_as_drift_and_repaired(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    reconcile(cluster.backend)
+
+    def grab_more(obj: dict[str, Any]) -> None:
+        obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "64"
+
+    cluster.edit("ClusterQueue", "research", grab_more)
+    run = reconcile(cluster.backend)
+    assert (run.updated, run.drifted) == (1, 1)
+    drift = DriftRecord.objects.get()
+    assert (drift.kind, drift.name) == ("ClusterQueue", "research")
+    assert drift.fields == ["spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"]
+    [research] = [q for q in cluster.objects("ClusterQueue") if q["metadata"]["name"] == "research"]
+    assert (
+        research["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "8"
+    )
+
+
+def test_a_queue_with_workloads_is_drained_before_it_is_deleted(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    reconcile(cluster.backend)
+    cluster.set_status("ClusterQueue", "urgent", {"admittedWorkloads": 2})
+    services.cluster_queues.delete(actor=None, obj=ClusterQueue.objects.get(name="urgent"))
+    run = reconcile(cluster.backend)
+    assert run.drained == 1 and run.deleted >= 1  # its LocalQueue and the check go
+    [urgent] = [q for q in cluster.objects("ClusterQueue") if q["metadata"]["name"] == "urgent"]
+    assert urgent["spec"]["stopPolicy"] == "HoldAndDrain"
+    assert urgent["spec"]["resourceGroups"]  # the rest of Berth's spec is kept
+    assert reconcile(cluster.backend).write_calls == 0  # still draining: nothing new to do
+    cluster.set_status("ClusterQueue", "urgent", {"admittedWorkloads": 0})
+    finished = reconcile(cluster.backend)
+    assert finished.deleted == 1
+    assert names(cluster, "ClusterQueue") == {"research"}
+
+
+def test_objects_without_berths_label_are_never_touched(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    cluster.add_foreign(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "hand-made"},
+            "spec": {},
+        }
+    )
+    cluster.add_foreign(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "h100", "labels": {"owner": "someone"}},
+            "spec": {},
+        }
+    )
+    run = reconcile(cluster.backend)
+    assert "hand-made" in names(cluster, "ClusterQueue")
+    [error] = run.errors
+    assert (error["kind"], error["name"], error["action"]) == ("ResourceFlavor", "h100", "conflict")
+    assert MANAGED_BY in error["message"]
+    assert run.status == ReconcileRun.Status.PARTIAL
+    [h100] = cluster.objects("ResourceFlavor")
+    assert h100["metadata"]["labels"] == {"owner": "someone"}
+
+
+def test_an_empty_policy_prunes_nothing(cluster: ClusterUnderTest, policy: None) -> None:
+    reconcile(cluster.backend)
+    # As if the database were wiped.
+    LocalQueue.objects.all().delete()
+    ClusterQueue.objects.all().delete()
+    Team.objects.all().delete()
+    Cohort.objects.all().delete()
+    ResourceFlavor.objects.all().delete()
+    QueueClass.objects.all().delete()
+    run = reconcile(cluster.backend)
+    assert run.deleted == 0 and run.write_calls == 0
+    assert "policy is empty" in run.message
+    assert names(cluster, "ClusterQueue") == {"research", "urgent"}
+
+
+def test_plan_shows_changes_and_writes_nothing(cluster: ClusterUnderTest, policy: None) -> None:
+    before = cluster.writes()
+    run = reconcile(cluster.backend, trigger=ReconcileRun.Trigger.PLAN, dry_run=True)
+    assert run.write_calls == 0 and cluster.writes() == before
+    assert {(c["action"], c["kind"]) for c in run.changes} >= {("create", "ClusterQueue")}
+    assert cluster.objects("ClusterQueue") == []
+
+
+def test_namespaces_are_never_deleted(cluster: ClusterUnderTest, policy: None) -> None:
+    reconcile(cluster.backend)
+    services.teams.update(
+        actor=None, obj=Team.objects.get(slug="research"), data={"namespaces": ["research-2"]}
+    )
+    run = reconcile(cluster.backend)
+    assert {"research", "research-2"} <= names(cluster, "Namespace")
+    assert any(c["kind"] == "Namespace" and c["action"] == "keep" for c in run.changes)
