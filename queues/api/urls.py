@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from queues.api import me, views
+from queues.api import cluster, me, views
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
@@ -14,5 +14,12 @@ router.register("local-queues", views.LocalQueueViewSet, basename="local-queue")
 router.register("priority-classes", views.PriorityClassViewSet, basename="priority-class")
 router.register("queue-classes", views.QueueClassViewSet, basename="queue-class")
 router.register("policy/history", views.PolicyHistoryViewSet, basename="policy-change")
+router.register("policy/reconcile-runs", cluster.ReconcileRunViewSet, basename="reconcile-run")
 
-urlpatterns = [path("me/", me.MeView.as_view(), name="me"), *router.urls]
+urlpatterns = [
+    path("me/", me.MeView.as_view(), name="me"),
+    path("policy/manifests/", cluster.ManifestsView.as_view(), name="policy-manifests"),
+    path("policy/plan/", cluster.PlanView.as_view(), name="policy-plan"),
+    path("policy/reconcile/", cluster.ReconcileView.as_view(), name="policy-reconcile"),
+    *router.urls,
+]
