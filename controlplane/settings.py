@@ -27,6 +27,12 @@ DATA_DIR = Path(env.text("BERTH_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 
 CLUSTER_BACKENDS = ("simulated", "kubernetes")
 BERTH_CLUSTER = env.choice("BERTH_CLUSTER", "simulated", CLUSTER_BACKENDS)
+# On the simulated cluster, jobs work this many times faster than real time (and
+# arrive that much more often), stepped every BERTH_SIMULATED_TICK_MS; its load
+# generator keeps the demo busy (BERTH_DEMO_LOAD, on by default when simulated).
+BERTH_SIMULATED_SPEEDUP = float(env.number("BERTH_SIMULATED_SPEEDUP", 60, minimum=1))
+BERTH_SIMULATED_TICK = float(env.number("BERTH_SIMULATED_TICK_MS", 2000, minimum=100)) / 1000
+BERTH_DEMO_LOAD = env.flag("BERTH_DEMO_LOAD", BERTH_CLUSTER == "simulated")
 # Read by the kubernetes backend; empty means in-cluster config, then ~/.kube/config.
 BERTH_KUBE_CONTEXT = env.text("BERTH_KUBE_CONTEXT", "")
 
@@ -51,6 +57,8 @@ BERTH_RECONCILE_ON_CHANGE = env.flag("BERTH_RECONCILE_ON_CHANGE", True)
 BERTH_RECONCILE_INTERVAL = env.number("BERTH_RECONCILE_INTERVAL", 60, minimum=5)
 # First wait before retrying a transient cluster error; doubles with jitter, 5 tries.
 BERTH_RECONCILE_RETRY_BASE = float(env.number("BERTH_RECONCILE_RETRY_MS", 500, minimum=1)) / 1000
+# Seconds between workload list syncs and queue/capacity snapshots.
+BERTH_SYNC_INTERVAL = env.number("BERTH_SYNC_INTERVAL", 30, minimum=5)
 
 
 def _data_dir(*parts: str) -> Path:
@@ -250,7 +258,15 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": BERTH_RECONCILE_INTERVAL,
         "args": ["periodic"],
     },
+    # Workload list sync and queue/capacity snapshots; `manage.py sync_watch`
+    # adds a watch for changes within seconds.
+    "sync-cluster": {"task": "jobs.tasks.sync_cluster", "schedule": BERTH_SYNC_INTERVAL},
 }
+if BERTH_CLUSTER == "simulated":
+    CELERY_BEAT_SCHEDULE["step-simulated-cluster"] = {
+        "task": "queues.tasks.step_simulated_cluster",
+        "schedule": BERTH_SIMULATED_TICK,
+    }
 
 LOGGING = {
     "version": 1,

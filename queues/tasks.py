@@ -8,6 +8,7 @@ from celery import shared_task
 from queues.backends import get_backend
 from queues.models import ReconcileRun
 from queues.reconcile import reconcile
+from queues.simulation.runner import step
 
 
 @shared_task(name="queues.tasks.reconcile_policy", acks_late=True)
@@ -21,3 +22,10 @@ def reconcile_policy(trigger: str = ReconcileRun.Trigger.POLICY_CHANGE) -> int:
 def plan_policy() -> int:
     """Compute (not apply) the changes a reconcile would make, for the API."""
     return int(reconcile(get_backend(), trigger=ReconcileRun.Trigger.PLAN, dry_run=True).pk)
+
+
+@shared_task(name="queues.tasks.step_simulated_cluster", acks_late=True, ignore_result=True)
+def step_simulated_cluster() -> bool:
+    """Advance the simulated cluster to now (no-op on a real cluster, or while
+    another worker is stepping it). Returns whether this call stepped it."""
+    return step() is not None

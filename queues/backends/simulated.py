@@ -4,7 +4,7 @@ It answers the same calls as a Kubernetes API server (list, get, apply, delete,
 watch, status) for the kinds Berth uses, with resourceVersions from a change
 log, so reconcile and sync cannot tell it from a real cluster. What Kueue and
 the job controllers would do on a real cluster is done by
-``queues.simulation.cluster`` on a clock.
+``queues.simulation`` at each step.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The policy domain: who may use which GPUs, how much, and with what priority."""
 
 from queues.models.classes import QueueClass, WorkloadPriorityClass
-from queues.models.cluster import SimulatedEvent, SimulatedObject
+from queues.models.cluster import SimulatedClock, SimulatedEvent, SimulatedObject
 from queues.models.cohorts import Cohort
 from queues.models.flavors import ResourceFlavor
 from queues.models.history import PolicyChange
@@ -19,6 +19,7 @@ __all__ = [
     "Quota",
     "ReconcileRun",
     "ResourceFlavor",
+    "SimulatedClock",
     "SimulatedEvent",
     "SimulatedObject",
     "Team",

@@ -43,3 +43,13 @@ class SimulatedEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.kind} @{self.pk}"
+
+
+class SimulatedClock(models.Model):
+    """When the simulated cluster last stepped (epoch seconds), so the load
+    generator covers each stretch of time once, across restarts. One row."""
+
+    last_tick = models.FloatField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"simulated cluster, last step at {self.last_tick}"

@@ -35,7 +35,9 @@ def policy_write() -> Iterator[None]:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [POLICY_LOCK_KEY])
         yield
-        transaction.on_commit(_request_reconcile)
+        # One reconcile per outermost commit, however many writes it holds.
+        if not any(entry[1] is _request_reconcile for entry in connection.run_on_commit):
+            transaction.on_commit(_request_reconcile)
 
 
 def _request_reconcile() -> None:

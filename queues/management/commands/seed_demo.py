@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
+from django.db import transaction
 
 from accounts.roles import APPROVERS_GROUP, PLATFORM_ADMINS_GROUP
 from queues import demo_org, services
@@ -31,6 +32,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # One transaction: the organisation appears whole, and is reconciled once.
+        with transaction.atomic():
+            self._build(options)
+
+    def _build(self, options: dict[str, Any]) -> None:
         created: set[tuple[str, str]] = set()
         for name in (PLATFORM_ADMINS_GROUP, APPROVERS_GROUP):
             Group.objects.get_or_create(name=name)

@@ -1,0 +1,453 @@
+"""Sync: what the cluster did, into Postgres.
+
+Workloads are listed (and, with ``manage.py sync_watch``, watched) and upserted
+into ``WorkloadRecord``; each condition transition becomes a ``WorkloadEvent``,
+unique per (workload, type, time, reason), so replaying the same list or watch
+events writes nothing new. ClusterQueue status and node capacity are
+snapshotted periodically. The same code serves both backends.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from jobs.models import (
+    CapacitySnapshot,
+    EventType,
+    QueueSnapshot,
+    SyncCursor,
+    WorkloadEvent,
+    WorkloadRecord,
+    WorkloadState,
+)
+from queues.backends.base import TYPES, ClusterBackend, WatchEvent, WatchExpired
+from queues.models import TeamNamespace
+from queues.quantity import QuantityError, to_canonical
+
+log = logging.getLogger(__name__)
+WORKLOAD = TYPES["Workload"]
+
+
+def _time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    parsed = parse_datetime(text)
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, UTC)
+    return parsed
+
+
+def _amount(resource: str, value: Any) -> int:
+    try:
+        return to_canonical(resource, value)
+    except QuantityError:
+        return 0
+
+
+def _requests(workload: Mapping[str, Any]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """Total requests and per-pod-set shape from the Workload's pod templates."""
+    totals: dict[str, int] = {}
+    pod_sets = []
+    for pod_set in workload.get("spec", {}).get("podSets", []):
+        count = int(pod_set.get("count", 1))
+        per_pod: dict[str, int] = {}
+        for container in pod_set.get("template", {}).get("spec", {}).get("containers", []):
+            for resource, value in (container.get("resources", {}).get("requests") or {}).items():
+                per_pod[resource] = per_pod.get(resource, 0) + _amount(resource, value)
+        for resource, amount in per_pod.items():
+            totals[resource] = totals.get(resource, 0) + amount * count
+        pod_sets.append({"name": pod_set.get("name", "main"), "count": count, "requests": per_pod})
+    return totals, pod_sets
+
+
+def _conditions(workload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in workload.get("status", {}).get("conditions", [])}
+
+
+def state_of(workload: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(state, reason, message) from the Workload's conditions."""
+    conditions = _conditions(workload)
+
+    def true(kind: str) -> dict[str, Any] | None:
+        condition = conditions.get(kind)
+        return condition if condition and condition.get("status") == "True" else None
+
+    if finished := true("Finished"):
+        failed = finished.get("reason") in ("Failed", "JobFailed") or "fail" in (
+            finished.get("message", "").lower()
+        )
+        return (
+            WorkloadState.FAILED if failed else WorkloadState.FINISHED,
+            finished.get("reason", ""),
+            finished.get("message", ""),
+        )
+    if workload.get("spec", {}).get("active") is False:
+        reason = conditions.get("Evicted", {})
+        return (
+            WorkloadState.DEACTIVATED,
+            reason.get("reason", "Deactivated"),
+            reason.get("message", ""),
+        )
+    evicted = true("Evicted")
+    if evicted and workload.get("status", {}).get("admission"):
+        return WorkloadState.EVICTED, evicted.get("reason", ""), evicted.get("message", "")
+    if admitted := true("Admitted"):
+        return WorkloadState.ADMITTED, admitted.get("reason", ""), admitted.get("message", "")
+    if reserved := true("QuotaReserved"):
+        return (
+            WorkloadState.QUOTA_RESERVED,
+            reserved.get("reason", ""),
+            reserved.get("message", ""),
+        )
+    pending = conditions.get("QuotaReserved", {})
+    return WorkloadState.PENDING, pending.get("reason", ""), pending.get("message", "")
+
+
+_CONDITION_EVENTS = {
+    ("QuotaReserved", "True"): EventType.QUOTA_RESERVED,
+    ("Admitted", "True"): EventType.ADMITTED,
+    ("Evicted", "True"): EventType.EVICTED,
+    ("Preempted", "True"): EventType.PREEMPTED,
+    ("Requeued", "True"): EventType.REQUEUED,
+}
+
+
+def events_of(workload: Mapping[str, Any]) -> list[tuple[str, datetime, str, str, dict[str, Any]]]:
+    """(type, at, reason, message, details) for every transition visible now."""
+    found: list[tuple[str, datetime, str, str, dict[str, Any]]] = []
+    created = _time(workload.get("metadata", {}).get("creationTimestamp"))
+    if created:
+        found.append((EventType.CREATED, created, "", "", {}))
+    for condition in workload.get("status", {}).get("conditions", []):
+        at = _time(condition.get("lastTransitionTime"))
+        if at is None:
+            continue
+        key = (condition.get("type"), condition.get("status"))
+        if condition.get("type") == "Finished" and condition.get("status") == "True":
+            failed = state_of({"status": {"conditions": [condition]}})[0] == WorkloadState.FAILED
+            found.append(
+                (
+                    EventType.FAILED if failed else EventType.FINISHED,
+                    at,
+                    condition.get("reason", ""),
+                    condition.get("message", ""),
+                    {},
+                )
+            )
+        elif key in _CONDITION_EVENTS:
+            found.append(
+                (
+                    _CONDITION_EVENTS[key],
+                    at,
+                    condition.get("reason", ""),
+                    condition.get("message", ""),
+                    {},
+                )
+            )
+    for check in workload.get("status", {}).get("admissionChecks", []):
+        at = _time(check.get("lastTransitionTime"))
+        if at is not None:
+            found.append(
+                (
+                    EventType.CHECK_STATE,
+                    at,
+                    check.get("state", ""),
+                    check.get("message", ""),
+                    {"check": check.get("name")},
+                )
+            )
+    return found
+
+
+def _owner(workload: Mapping[str, Any]) -> tuple[str, str]:
+    for ref in workload.get("metadata", {}).get("ownerReferences", []):
+        return ref.get("kind", ""), ref.get("name", "")
+    return "", ""
+
+
+def upsert_workload(
+    workload: Mapping[str, Any], teams: Mapping[str, int] | None = None
+) -> WorkloadRecord:
+    """Record one Workload object; idempotent."""
+    metadata = workload["metadata"]
+    status = workload.get("status", {})
+    state, reason, message = state_of(workload)
+    totals, pod_sets = _requests(workload)
+    flavors = {
+        a["name"]: dict(a.get("flavors", {}))
+        for a in (status.get("admission") or {}).get("podSetAssignments", [])
+    }
+    team_ids = teams if teams is not None else _team_ids()
+    job_kind, job_name = _owner(workload)
+    conditions = _conditions(workload)
+    fields = {
+        "namespace": metadata.get("namespace", ""),
+        "name": metadata["name"],
+        "team_id": team_ids.get(metadata.get("namespace", "")),
+        "job_kind": job_kind,
+        "job_name": job_name,
+        "local_queue": workload.get("spec", {}).get("queueName", ""),
+        "cluster_queue": (status.get("admission") or {}).get("clusterQueue", "")
+        or metadata.get("labels", {}).get("berth.dev/cluster-queue", ""),
+        "priority": int(workload.get("spec", {}).get("priority") or 0),
+        "priority_class": (workload.get("spec", {}).get("priorityClassRef") or {}).get(
+            "name", workload.get("spec", {}).get("priorityClassName", "")
+        ),
+        "requested": totals,
+        "pod_sets": pod_sets,
+        "flavors": flavors,
+        "state": state,
+        "reason": reason[:64],
+        "message": message,
+        "created_at": _time(metadata.get("creationTimestamp")) or timezone.now(),
+        "admitted_at": _time(conditions.get("Admitted", {}).get("lastTransitionTime"))
+        if state in (WorkloadState.ADMITTED, WorkloadState.FINISHED, WorkloadState.FAILED)
+        else None,
+        "finished_at": _time(conditions.get("Finished", {}).get("lastTransitionTime"))
+        if state in (WorkloadState.FINISHED, WorkloadState.FAILED)
+        else None,
+        "resource_version": str(metadata.get("resourceVersion", "")),
+    }
+    with transaction.atomic():
+        record, _ = WorkloadRecord.objects.update_or_create(uid=metadata["uid"], defaults=fields)
+        for event_type, at, event_reason, event_message, details in events_of(workload):
+            _add_event(record, event_type, at, event_reason, event_message, details)
+        evictions = record.events.filter(type=EventType.EVICTED).count()
+        if evictions != record.evictions:
+            WorkloadRecord.objects.filter(pk=record.pk).update(evictions=evictions)
+            record.evictions = evictions
+    return record
+
+
+def _add_event(
+    record: WorkloadRecord, event_type: str, at: datetime, reason: str, message: str, details: dict
+) -> None:
+    if WorkloadEvent.objects.filter(
+        workload=record, type=event_type, at=at, reason=reason[:64]
+    ).exists():
+        return
+    try:
+        with transaction.atomic():
+            WorkloadEvent.objects.create(
+                workload=record,
+                type=event_type,
+                at=at,
+                reason=reason[:64],
+                message=message,
+                details=details,
+            )
+    except IntegrityError:
+        pass  # recorded concurrently by another sync
+
+
+def mark_deleted(uid: str) -> None:
+    record = WorkloadRecord.objects.filter(uid=uid).first()
+    if record is None or record.state == WorkloadState.DELETED:
+        return
+    record.state = WorkloadState.DELETED
+    record.save(update_fields=["state", "synced_at"])
+    _add_event(record, EventType.DELETED, timezone.now().replace(microsecond=0), "", "", {})
+
+
+def _team_ids() -> dict[str, int]:
+    return dict(TeamNamespace.objects.values_list("name", "team_id"))
+
+
+def sync_workloads(backend: ClusterBackend) -> str:
+    """Relist every Workload: upsert what is there, mark what vanished as deleted.
+    Returns the list's resourceVersion (where a watch resumes)."""
+    items, version = backend.list(WORKLOAD)
+    teams = _team_ids()
+    seen = set()
+    for item in items:
+        seen.add(item["metadata"]["uid"])
+        upsert_workload(item, teams)
+    for uid in (
+        WorkloadRecord.objects.exclude(state=WorkloadState.DELETED)
+        .exclude(uid__in=seen)
+        .values_list("uid", flat=True)
+    ):
+        mark_deleted(uid)
+    SyncCursor.objects.update_or_create(
+        kind="Workload", defaults={"resource_version": version, "listed_at": timezone.now()}
+    )
+    return version
+
+
+def apply_watch_event(event: WatchEvent, teams: Mapping[str, int] | None = None) -> None:
+    if event.type == "BOOKMARK":
+        pass
+    elif event.type == "DELETED":
+        mark_deleted(event.object["metadata"]["uid"])
+    else:
+        upsert_workload(event.object, teams)
+    if event.resource_version:
+        SyncCursor.objects.update_or_create(
+            kind="Workload", defaults={"resource_version": event.resource_version}
+        )
+
+
+def watch_workloads(
+    backend: ClusterBackend, *, timeout_seconds: int = 60, rounds: int | None = None
+) -> int:
+    """Follow Workloads: resume from the stored resourceVersion, relist on 410
+    Gone (the client raises it after one resume). ``rounds`` bounds the loop
+    (tests); None runs forever. Returns how many events were applied."""
+    applied = 0
+    done = 0
+    cursor = SyncCursor.objects.filter(kind="Workload").first()
+    version = cursor.resource_version if cursor and cursor.resource_version else ""
+    if not version:
+        version = sync_workloads(backend)
+    while rounds is None or done < rounds:
+        done += 1
+        try:
+            teams = _team_ids()
+            for event in backend.watch(WORKLOAD, version, timeout_seconds=timeout_seconds):
+                apply_watch_event(event, teams)
+                applied += event.type != "BOOKMARK"
+                version = event.resource_version or version
+        except WatchExpired:
+            log.info("workload watch expired at %s; relisting", version)
+            version = sync_workloads(backend)
+    return applied
+
+
+def _cohort_roots(backend: ClusterBackend) -> dict[str, str]:
+    parents = {
+        c["metadata"]["name"]: (c.get("spec") or {}).get("parentName", "")
+        for c in backend.list(TYPES["Cohort"])[0]
+    }
+
+    def root(name: str) -> str:
+        seen = set()
+        while parents.get(name) and name not in seen:
+            seen.add(name)
+            name = parents[name]
+        return name
+
+    return {name: root(name) for name in parents}
+
+
+def _attribute_lending(
+    rows: list[QueueSnapshot], unused: dict[int, int], tree: dict[int, str]
+) -> None:
+    """Kueue reports what each queue borrows, not whose quota it borrows. Berth
+    attributes a cohort tree's borrowing to its lenders in proportion to their
+    unused lendable quota (largest remainder, so lent adds up to borrowed)."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for index, row in enumerate(rows):
+        if tree.get(index):
+            groups.setdefault((tree[index], row.flavor, row.resource), []).append(index)
+    for members in groups.values():
+        borrowed = sum(rows[i].borrowed for i in members)
+        spare = sum(unused[i] for i in members)
+        if not borrowed or not spare:
+            continue
+        borrowed = min(borrowed, spare)
+        shares = {i: borrowed * unused[i] / spare for i in members}
+        for i in members:
+            rows[i].lent = int(shares[i])
+        left = borrowed - sum(rows[i].lent for i in members)
+        for i in sorted(members, key=lambda i: shares[i] - int(shares[i]), reverse=True)[:left]:
+            rows[i].lent += 1
+
+
+def snapshot_queues(backend: ClusterBackend, at: datetime | None = None) -> int:
+    """One QueueSnapshot per ClusterQueue × flavor × resource, from Kueue's status:
+    nominal quota, usage, borrowed, lent (attributed, see _attribute_lending)."""
+    at = (at or timezone.now()).replace(microsecond=0)
+    queues, _ = backend.list(TYPES["ClusterQueue"])
+    roots = _cohort_roots(backend)
+    rows: list[QueueSnapshot] = []
+    unused: dict[int, int] = {}
+    tree: dict[int, str] = {}
+    for queue in queues:
+        name = queue["metadata"]["name"]
+        spec = queue.get("spec", {})
+        cohort = spec.get("cohortName", "")
+        status = queue.get("status") or {}
+        nominal: dict[tuple[str, str], int] = {}
+        lendable: dict[tuple[str, str], int | None] = {}
+        for group in spec.get("resourceGroups", []):
+            for flavor in group.get("flavors", []):
+                for resource in flavor.get("resources", []):
+                    key = (flavor["name"], resource["name"])
+                    nominal[key] = _amount(resource["name"], resource.get("nominalQuota", 0))
+                    limit = resource.get("lendingLimit")
+                    lendable[key] = None if limit is None else _amount(resource["name"], limit)
+        used: dict[tuple[str, str], tuple[int, int]] = {}
+        for flavor in status.get("flavorsReservation") or status.get("flavorsUsage") or []:
+            for resource in flavor.get("resources", []):
+                used[(flavor["name"], resource["name"])] = (
+                    _amount(resource["name"], resource.get("total", 0)),
+                    _amount(resource["name"], resource.get("borrowed", 0)),
+                )
+        for key in sorted(set(nominal) | set(used)):
+            total, borrowed = used.get(key, (0, 0))
+            spare = max(0, nominal.get(key, 0) - total)
+            limit = lendable.get(key)
+            unused[len(rows)] = spare if limit is None else min(spare, limit)
+            tree[len(rows)] = roots.get(cohort, cohort)
+            rows.append(
+                QueueSnapshot(
+                    at=at,
+                    cluster_queue=name,
+                    flavor=key[0],
+                    resource=key[1],
+                    nominal=nominal.get(key, 0),
+                    usage=total,
+                    borrowed=borrowed,
+                    pending_workloads=int(status.get("pendingWorkloads") or 0),
+                    admitted_workloads=int(status.get("admittedWorkloads") or 0),
+                )
+            )
+    _attribute_lending(rows, unused, tree)
+    QueueSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def snapshot_capacity(
+    backend: ClusterBackend, flavors: Iterable[Mapping[str, Any]], at: datetime | None = None
+) -> int:
+    """Allocatable resources of the nodes each flavor's node labels select."""
+    at = (at or timezone.now()).replace(microsecond=0)
+    nodes, _ = backend.list(TYPES["Node"])
+    rows = []
+    for flavor in flavors:
+        labels = flavor.get("spec", {}).get("nodeLabels") or {}
+        matching = [
+            n
+            for n in nodes
+            if all(n.get("metadata", {}).get("labels", {}).get(k) == v for k, v in labels.items())
+        ]
+        totals: dict[str, int] = {}
+        for node in matching:
+            for resource, value in (node.get("status", {}).get("allocatable") or {}).items():
+                totals[resource] = totals.get(resource, 0) + _amount(resource, value)
+        for resource, amount in sorted(totals.items()):
+            rows.append(
+                CapacitySnapshot(
+                    at=at,
+                    flavor=flavor["metadata"]["name"],
+                    resource=resource,
+                    allocatable=amount,
+                    nodes=len(matching),
+                )
+            )
+    CapacitySnapshot.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def snapshot_cluster(backend: ClusterBackend, at: datetime | None = None) -> tuple[int, int]:
+    """Queue usage and node capacity at one instant; returns the row counts."""
+    at = (at or timezone.now()).replace(microsecond=0)
+    flavors, _ = backend.list(TYPES["ResourceFlavor"])
+    return snapshot_queues(backend, at), snapshot_capacity(backend, flavors, at)

@@ -1,0 +1,513 @@
+"""Kueue and the job controller, emulated over the simulated backend with
+Berth's own admission engine.
+
+Each ``tick``: Jobs that name a LocalQueue get a Workload (Kueue's job
+integration); workloads whose job has run its time finish; the engine runs
+scheduling cycles until nothing changes; admitted workloads get their
+admission and conditions and their Job is unsuspended; preempted ones are
+evicted and their Job suspended again; pending ones get Kueue's message; and
+ClusterQueues and LocalQueues get Kueue-like status. Timestamps are real;
+the speed-up makes admitted jobs work faster, not the clock run faster, so
+what sync stores and the dashboard shows stays in real time.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from queues.backends.base import TYPES
+from queues.backends.simulated import SimulatedBackend
+from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
+from queues.engine.runner import run_cycles
+from queues.engine.scenario import ScenarioError, parse
+from queues.engine.scheduler import Scheduler
+from queues.quantity import QuantityError, format_canonical, to_canonical
+
+log = logging.getLogger(__name__)
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+RUNTIME = "berth.dev/simulated-runtime-seconds"
+STARTED = "berth.dev/simulated-started-at"
+DONE = "berth.dev/simulated-work-done-seconds"
+CHECKPOINT = "berth.dev/checkpoint-interval-seconds"
+DEFAULT_RUNTIME = 600.0
+
+
+def iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def epoch(text: str | None, default: float) -> float:
+    if not text:
+        return default
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return default
+
+
+def condition(kind: str, status: bool, reason: str, message: str, now: float) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message[:32768],
+        "lastTransitionTime": iso(now),
+    }
+
+
+def set_condition(obj: dict[str, Any], new: dict[str, Any]) -> None:
+    """Replace the condition of that type, keeping its transition time when its
+    status did not change (as Kubernetes' meta.SetStatusCondition does)."""
+    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+    for i, old in enumerate(conditions):
+        if old["type"] == new["type"]:
+            if old["status"] == new["status"]:
+                new = {**new, "lastTransitionTime": old["lastTransitionTime"]}
+            conditions[i] = new
+            return
+    conditions.append(new)
+
+
+@dataclass
+class TickResult:
+    workloads_created: int = 0
+    admitted: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+
+
+class SimulatedKueue:
+    """Kueue, the Job controller and the kubelet, for the simulated cluster.
+    ``speedup`` compresses work, not time: timestamps stay real, and an
+    admitted job does ``speedup`` seconds of its declared runtime per second."""
+
+    def __init__(self, backend: SimulatedBackend, speedup: float = 1.0) -> None:
+        self.backend = backend
+        self.speedup = speedup
+
+    # --------------------------------------------------------- job controller
+
+    def _create_workloads(self, now: float) -> int:
+        jobs, _ = self.backend.list(TYPES["Job"])
+        workloads, _ = self.backend.list(TYPES["Workload"])
+        owned = {
+            (w["metadata"]["namespace"], ref["name"])
+            for w in workloads
+            for ref in w["metadata"].get("ownerReferences", [])
+        }
+        priorities = {
+            p["metadata"]["name"]: p.get("value", 0)
+            for p in self.backend.list(TYPES["WorkloadPriorityClass"])[0]
+        }
+        created = 0
+        for job in jobs:
+            metadata = job["metadata"]
+            queue = metadata.get("labels", {}).get(QUEUE_LABEL)
+            if not queue or (metadata["namespace"], metadata["name"]) in owned:
+                continue
+            if (job.get("status") or {}).get("completionTime"):
+                continue
+            priority_class = metadata.get("labels", {}).get(PRIORITY_LABEL, "")
+            spec = job.get("spec", {})
+            workload: dict[str, Any] = {
+                "apiVersion": TYPES["Workload"].api_version,
+                "kind": "Workload",
+                "metadata": {
+                    "name": f"job-{metadata['name']}"[:253],
+                    "namespace": metadata["namespace"],
+                    "labels": {"kueue.x-k8s.io/job-uid": metadata.get("uid", "")},
+                    "annotations": {
+                        k: v
+                        for k, v in metadata.get("annotations", {}).items()
+                        if k.startswith("berth.dev/")
+                    },
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": metadata["name"],
+                            "uid": metadata.get("uid", ""),
+                        }
+                    ],
+                },
+                "spec": {
+                    "queueName": queue,
+                    "priority": int(priorities.get(priority_class, 0)),
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": int(spec.get("parallelism", 1)),
+                            "template": spec.get("template", {}),
+                        }
+                    ],
+                    "active": True,
+                },
+            }
+            if priority_class:
+                workload["spec"]["priorityClassRef"] = {
+                    "group": "kueue.x-k8s.io",
+                    "kind": "WorkloadPriorityClass",
+                    "name": priority_class,
+                }
+            body = self.backend.create(workload)
+            set_condition(
+                body,
+                condition("QuotaReserved", False, "Pending", "waiting for a scheduling cycle", now),
+            )
+            self.backend.replace(body)
+            created += 1
+        return created
+
+    # ------------------------------------------------------------ the engine
+
+    def _policy(self) -> Policy | None:
+        def bare(kind: str) -> list[dict[str, Any]]:
+            return [
+                {
+                    "apiVersion": o["apiVersion"],
+                    "kind": o["kind"],
+                    "metadata": {"name": o["metadata"]["name"]},
+                    **({"spec": o["spec"]} if "spec" in o else {}),
+                    **({"value": o["value"]} if "value" in o else {}),
+                }
+                for o in self.backend.list(TYPES[kind])[0]
+            ]
+
+        document = {
+            "resourceFlavors": bare("ResourceFlavor"),
+            "cohorts": bare("Cohort"),
+            "clusterQueues": bare("ClusterQueue"),
+            "workloadPriorityClasses": bare("WorkloadPriorityClass"),
+        }
+        try:
+            return parse(document, "simulated cluster").policy
+        except ScenarioError as exc:
+            log.error("the simulated cluster's Kueue objects do not load: %s", exc)
+            return None
+
+    def _engine_workload(self, obj: Mapping[str, Any], queue: str, now: float) -> Workload:
+        metadata = obj["metadata"]
+        annotations = metadata.get("annotations", {})
+        pod_sets = []
+        for pod_set in obj["spec"].get("podSets", []):
+            template = pod_set.get("template", {}).get("spec", {})
+            requests: dict[str, int] = {}
+            for container in template.get("containers", []):
+                for resource, value in (
+                    container.get("resources", {}).get("requests") or {}
+                ).items():
+                    try:
+                        requests[resource] = requests.get(resource, 0) + to_canonical(
+                            resource, value
+                        )
+                    except QuantityError:
+                        continue
+            pod_sets.append(
+                PodSet(
+                    pod_set.get("name", "main"),
+                    int(pod_set.get("count", 1)),
+                    requests,
+                    dict(template.get("nodeSelector") or {}),
+                    tuple(
+                        Toleration(
+                            t.get("key", ""),
+                            t.get("operator", "Equal"),
+                            t.get("value", ""),
+                            t.get("effect", ""),
+                        )
+                        for t in template.get("tolerations") or []
+                    ),
+                )
+            )
+        status = obj.get("status") or {}
+        admission = None
+        if status.get("admission"):
+            admission = {
+                a["name"]: dict(a.get("flavors", {}))
+                for a in status["admission"].get("podSetAssignments", [])
+            }
+        workload = Workload(
+            name=metadata["name"],
+            namespace=metadata["namespace"],
+            cluster_queue=queue,
+            pod_sets=tuple(pod_sets),
+            priority=int(obj["spec"].get("priority") or 0),
+            creation_time=epoch(metadata.get("creationTimestamp"), now),
+            runtime=float(annotations.get(RUNTIME, DEFAULT_RUNTIME)),
+            admission=admission,
+            admitted_at=epoch(annotations.get(STARTED), now) if admission else None,
+            active=obj["spec"].get("active", True) is not False,
+        )
+        workload.check_states = {
+            c["name"]: CheckState(c["state"])
+            for c in status.get("admissionChecks", [])
+            if c.get("state") in {s.value for s in CheckState}
+        }
+        return workload
+
+    # ------------------------------------------------------------------- tick
+
+    def tick(self, now: float) -> TickResult:
+        result = TickResult(workloads_created=self._create_workloads(now))
+        policy = self._policy()
+        if policy is None:
+            return result
+        local_queues = {
+            (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
+            for q in self.backend.list(TYPES["LocalQueue"])[0]
+        }
+        stored = {
+            (w["metadata"]["namespace"], w["metadata"]["name"]): w
+            for w in self.backend.list(TYPES["Workload"])[0]
+        }
+        scheduler = Scheduler(policy, now=now)
+        finished_now: list[dict[str, Any]] = []
+        for (namespace, _name), obj in sorted(stored.items()):
+            if _finished(obj):
+                continue
+            queue = local_queues.get((namespace, obj["spec"].get("queueName", "")))
+            if queue is None or queue not in policy.cluster_queues:
+                self._pending(
+                    obj,
+                    "Inadmissible",
+                    f"LocalQueue {obj['spec'].get('queueName')} doesn't exist",
+                    now,
+                )
+                continue
+            workload = self._engine_workload(obj, queue, now)
+            if (
+                workload.admission is not None
+                and workload.admitted_at is not None
+                and (workload.is_admitted or not workload.check_states)
+            ):
+                done = float(obj["metadata"].get("annotations", {}).get(DONE, 0))
+                worked = (now - workload.admitted_at) * self.speedup
+                if done + worked >= (workload.runtime or 0):
+                    finished_now.append(obj)
+                    continue
+            if workload.active:
+                scheduler.add(workload)
+        for obj in finished_now:
+            self._finish(obj, now)
+            result.finished.append(_key(obj))
+        cycles = run_cycles(scheduler, until_stable=True)
+        for key, flavors in {**cycles.admitted, **cycles.reserved}.items():
+            self._admit(stored[_split(key)], scheduler.workloads[key], flavors, now)
+            result.admitted.append(key)
+        for preemption in cycles.preempted:
+            victim = stored.get(_split(preemption.victim))
+            if victim is not None:
+                self._evict(victim, preemption.reason.value, preemption.message, now)
+                result.preempted.append(preemption.victim)
+        for key, pending in scheduler.status.items():
+            if key in cycles.evaluated and key not in cycles.admitted:
+                waiting = stored.get(_split(key))
+                if waiting is not None and not (waiting.get("status") or {}).get("admission"):
+                    self._pending(waiting, "Pending", pending.message, now)
+        self._queue_status(scheduler, now)
+        self._local_queue_status(stored, now)
+        return result
+
+    # --------------------------------------------------------------- writes
+
+    def _refresh(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        metadata = obj["metadata"]
+        current = self.backend.get(TYPES[obj["kind"]], metadata["name"], metadata.get("namespace"))
+        return copy.deepcopy(current if current is not None else dict(obj))
+
+    def _pending(self, obj: Mapping[str, Any], reason: str, message: str, now: float) -> None:
+        body = self._refresh(obj)
+        before = copy.deepcopy(body.get("status"))
+        set_condition(body, condition("QuotaReserved", False, reason, message, now))
+        if body.get("status") != before:
+            self.backend.replace(body)
+
+    def _admit(
+        self,
+        obj: Mapping[str, Any],
+        workload: Workload,
+        flavors: Mapping[str, Mapping[str, str]],
+        now: float,
+    ) -> None:
+        body = self._refresh(obj)
+        assignments = []
+        for pod_set in workload.pod_sets:
+            usage = {
+                r: format_canonical(r, a * pod_set.count)
+                for r, a in pod_set.requests.items()
+                if r in flavors.get(pod_set.name, {})
+            }
+            assignments.append(
+                {
+                    "name": pod_set.name,
+                    "flavors": dict(flavors[pod_set.name]),
+                    "resourceUsage": usage,
+                    "count": pod_set.count,
+                }
+            )
+        status = body.setdefault("status", {})
+        status["admission"] = {
+            "clusterQueue": workload.cluster_queue,
+            "podSetAssignments": assignments,
+        }
+        set_condition(
+            body,
+            condition(
+                "QuotaReserved",
+                True,
+                "QuotaReserved",
+                f"Quota reserved in ClusterQueue {workload.cluster_queue}",
+                now,
+            ),
+        )
+        if any(c["type"] == "Evicted" for c in status.get("conditions", [])):
+            set_condition(
+                body, condition("Evicted", False, "QuotaReserved", "Previously: evicted", now)
+            )
+        if workload.check_states:
+            status["admissionChecks"] = [
+                {"name": name, "state": state.value, "lastTransitionTime": iso(now), "message": ""}
+                for name, state in sorted(workload.check_states.items())
+            ]
+        if workload.is_admitted:
+            set_condition(
+                body, condition("Admitted", True, "Admitted", "The workload is admitted", now)
+            )
+            body["metadata"].setdefault("annotations", {})[STARTED] = iso(now)
+            self._set_job_suspended(body, False)
+        self.backend.replace(body)
+
+    def _evict(self, obj: Mapping[str, Any], reason: str, message: str, now: float) -> None:
+        body = self._refresh(obj)
+        annotations = body["metadata"].setdefault("annotations", {})
+        started = epoch(annotations.pop(STARTED, None), now)
+        progress = float(annotations.get(DONE, 0)) + max(0.0, now - started) * self.speedup
+        interval = float(annotations.get(CHECKPOINT, 0) or 0)
+        annotations[DONE] = str(int(progress // interval * interval) if interval else 0)
+        status = body.setdefault("status", {})
+        status.pop("admission", None)
+        status.pop("admissionChecks", None)
+        set_condition(body, condition("Evicted", True, "Preempted", message, now))
+        set_condition(body, condition("Preempted", True, reason, message, now))
+        set_condition(body, condition("QuotaReserved", False, "Pending", message, now))
+        set_condition(
+            body,
+            condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
+        )
+        set_condition(body, condition("Requeued", True, "Preempted", message, now))
+        self._set_job_suspended(body, True)
+        self.backend.replace(body)
+
+    def _finish(self, obj: Mapping[str, Any], now: float) -> None:
+        body = self._refresh(obj)
+        set_condition(
+            body, condition("Finished", True, "Succeeded", "Job finished successfully", now)
+        )
+        self.backend.replace(body)
+        for ref in body["metadata"].get("ownerReferences", []):
+            job = self.backend.get(TYPES["Job"], ref["name"], body["metadata"]["namespace"])
+            if job is not None:
+                job = copy.deepcopy(job)
+                job.setdefault("status", {}).update(
+                    {"succeeded": 1, "active": 0, "completionTime": iso(now)}
+                )
+                self.backend.replace(job)
+
+    def _set_job_suspended(self, workload: Mapping[str, Any], suspended: bool) -> None:
+        for ref in workload["metadata"].get("ownerReferences", []):
+            job = self.backend.get(TYPES["Job"], ref["name"], workload["metadata"]["namespace"])
+            if job is None or job.get("spec", {}).get("suspend") == suspended:
+                continue
+            job = copy.deepcopy(job)
+            job["spec"]["suspend"] = suspended
+            job.setdefault("status", {})["active"] = (
+                0 if suspended else int(job["spec"].get("parallelism", 1))
+            )
+            self.backend.replace(job)
+
+    def _queue_status(self, scheduler: Scheduler, now: float) -> None:
+        """Kueue-like status on every ClusterQueue and LocalQueue."""
+        for name, node in scheduler.tree.queues.items():
+            obj = self.backend.get(TYPES["ClusterQueue"], name)
+            if obj is None:
+                continue
+            flavors: dict[str, list[dict[str, Any]]] = {}
+            for (flavor, resource), quota in sorted(node.quotas.items()):
+                used = node.usage.get((flavor, resource), 0)
+                flavors.setdefault(flavor, []).append(
+                    {
+                        "name": resource,
+                        "total": format_canonical(resource, used),
+                        "borrowed": format_canonical(resource, max(0, used - quota.nominal)),
+                    }
+                )
+            holders = scheduler.reserved.get(name, {})
+            status = {
+                "pendingWorkloads": len(scheduler.queues[name]),
+                "reservingWorkloads": len(holders),
+                "admittedWorkloads": sum(1 for w in holders.values() if w.is_admitted),
+                "flavorsReservation": [{"name": f, "resources": r} for f, r in flavors.items()],
+                "flavorsUsage": [{"name": f, "resources": r} for f, r in flavors.items()],
+            }
+            if {k: v for k, v in (obj.get("status") or {}).items() if k != "conditions"} != status:
+                body = copy.deepcopy(obj)
+                body["status"] = {**(obj.get("status") or {}), **status}
+                set_condition(
+                    body, condition("Active", True, "Ready", "Can admit new workloads", now)
+                )
+                self.backend.replace(body)
+
+    def _local_queue_status(
+        self, workloads: Mapping[tuple[str, str], Mapping[str, Any]], now: float
+    ) -> None:
+        counts: dict[tuple[str, str], dict[str, int]] = {}
+        for (namespace, _), obj in workloads.items():
+            if _finished(obj):
+                continue
+            key = (namespace, obj["spec"].get("queueName", ""))
+            entry = counts.setdefault(
+                key, {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
+            )
+            current = self.backend.get(TYPES["Workload"], obj["metadata"]["name"], namespace)
+            status = (current or obj).get("status") or {}
+            if status.get("admission"):
+                entry["reservingWorkloads"] += 1
+                if any(
+                    c["type"] == "Admitted" and c["status"] == "True"
+                    for c in status.get("conditions", [])
+                ):
+                    entry["admittedWorkloads"] += 1
+            else:
+                entry["pendingWorkloads"] += 1
+        for queue in self.backend.list(TYPES["LocalQueue"])[0]:
+            key = (queue["metadata"]["namespace"], queue["metadata"]["name"])
+            status = counts.get(
+                key, {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
+            )
+            if {k: (queue.get("status") or {}).get(k) for k in status} != status:
+                body = copy.deepcopy(queue)
+                body["status"] = {**(queue.get("status") or {}), **status}
+                self.backend.replace(body)
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+
+
+def _split(key: str) -> tuple[str, str]:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def _finished(obj: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Finished" and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions", [])
+    )

@@ -1,0 +1,119 @@
+"""A small load generator for the demo: team jobs arriving on the simulated
+cluster, with GPU counts and run times shaped like public GPU-cluster traces
+(mostly 1-GPU jobs, median run a quarter of an hour, a long tail)."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from queues.backends.base import TYPES
+from queues.backends.simulated import SimulatedBackend
+from queues.kueue.render import TEAM_LABEL
+from queues.simulation.kueue import CHECKPOINT, PRIORITY_LABEL, QUEUE_LABEL, RUNTIME
+
+GPU = "nvidia.com/gpu"
+# Jobs per simulated hour, per team namespace: enough to keep a 64-GPU demo busy.
+JOBS_PER_HOUR = 6.0
+GPU_CHOICES = ([1, 2, 4, 8, 16], [50, 20, 15, 10, 5])
+MEDIAN_RUNTIME, MEAN_RUNTIME = 900.0, 3600.0
+
+
+def _runtime(rng: random.Random) -> float:
+    sigma = math.sqrt(2 * math.log(MEAN_RUNTIME / MEDIAN_RUNTIME))
+    return min(rng.lognormvariate(math.log(MEDIAN_RUNTIME), sigma), 12 * 3600.0)
+
+
+def job(
+    namespace: str,
+    name: str,
+    queue: str,
+    gpus: int,
+    runtime: float,
+    priority_class: str | None = None,
+) -> dict[str, Any]:
+    per_pod = min(gpus, 8)
+    pods = math.ceil(gpus / per_pod)
+    labels = {QUEUE_LABEL: queue, "app.kubernetes.io/created-by": "berth-demo-load"}
+    if priority_class:
+        labels[PRIORITY_LABEL] = priority_class
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {RUNTIME: str(int(runtime)), CHECKPOINT: "600"},
+        },
+        "spec": {
+            "suspend": True,
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "tolerations": [
+                        {"key": "berth.dev/spot", "operator": "Exists", "effect": "NoSchedule"}
+                    ],
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "registry.example/demo-trainer:1",
+                            "resources": {
+                                "requests": {
+                                    "cpu": str(24 * per_pod),
+                                    "memory": f"{256 * per_pod}Gi",
+                                    GPU: str(per_pod),
+                                }
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def generate(
+    backend: SimulatedBackend, now: float, elapsed: float, rng: random.Random | None = None
+) -> int:
+    """Create the jobs that arrived over ``elapsed`` seconds of simulated work
+    (Poisson arrivals per team namespace). Returns how many."""
+    rng = rng or random.Random()
+    namespaces = [
+        n["metadata"]["name"]
+        for n in backend.list(TYPES["Namespace"])[0]
+        if n["metadata"].get("labels", {}).get(TEAM_LABEL)
+    ]
+    queues: dict[str, list[str]] = {}
+    for queue in backend.list(TYPES["LocalQueue"])[0]:
+        # The team's own queue, not the shared urgent one (which needs approval).
+        if queue["spec"]["clusterQueue"] == queue["metadata"]["name"] and (
+            queue["metadata"]["name"] != "urgent-release"
+        ):
+            queues.setdefault(queue["metadata"]["namespace"], []).append(queue["metadata"]["name"])
+    created = 0
+    expected = JOBS_PER_HOUR * elapsed / 3600.0
+    for namespace in sorted(namespaces):
+        if namespace not in queues:
+            continue
+        arrivals = _poisson(rng, expected)
+        for _ in range(arrivals):
+            gpus = rng.choices(*GPU_CHOICES)[0]
+            name = f"demo-{int(now)}-{rng.randrange(16**6):06x}"
+            backend.create(job(namespace, name, sorted(queues[namespace])[0], gpus, _runtime(rng)))
+            created += 1
+    return created
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    if mean <= 0:
+        return 0
+    limit, count, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        count += 1
+        product *= rng.random()
+    return count
