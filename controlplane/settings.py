@@ -235,6 +235,8 @@ _broker = env.raw("CELERY_BROKER_URL")
 CELERY_EMBEDDED = not _broker
 CELERY_BROKER_URL = parse_broker_url("CELERY_BROKER_URL", _broker) if _broker else "memory://"
 CELERY_TASK_ALWAYS_EAGER = CELERY_EMBEDDED
+# Berth's own queue name, so two installations can share one Redis.
+CELERY_TASK_DEFAULT_QUEUE = env.text("BERTH_CELERY_QUEUE", "berth")
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -258,6 +260,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": BERTH_RECONCILE_INTERVAL,
         "args": ["periodic"],
     },
+    # The cluster behind the policy (lost task, killed worker): queue a reconcile.
+    "sweep-reconcile": {"task": "queues.tasks.sweep_reconcile", "schedule": 30},
     # Workload list sync and queue/capacity snapshots; `manage.py sync_watch`
     # adds a watch for changes within seconds.
     "sync-cluster": {"task": "jobs.tasks.sync_cluster", "schedule": BERTH_SYNC_INTERVAL},

@@ -15,23 +15,10 @@ from django.db import close_old_connections
 from jobs.sync import snapshot_cluster, sync_workloads
 from queues.backends import get_backend
 from queues.models import ReconcileRun
-from queues.reconcile import policy_version, reconcile
+from queues.reconcile import applied_policy_version, policy_version, reconcile
 from queues.simulation.runner import step
 
 log = logging.getLogger(__name__)
-
-
-def applied_version() -> int:
-    """The policy version the last successful, non-dry-run reconcile applied."""
-    run = (
-        ReconcileRun.objects.filter(
-            dry_run=False,
-            status__in=[ReconcileRun.Status.SUCCEEDED, ReconcileRun.Status.PARTIAL],
-        )
-        .order_by("-pk")
-        .first()
-    )
-    return run.policy_version if run else -1
 
 
 class EmbeddedLoop(threading.Thread):
@@ -43,7 +30,7 @@ class EmbeddedLoop(threading.Thread):
 
     def run_once(self) -> None:
         backend = get_backend()
-        stale = policy_version() != applied_version()
+        stale = policy_version() != applied_policy_version()
         if stale or time.monotonic() - self.last_reconcile > settings.BERTH_RECONCILE_INTERVAL:
             reconcile(backend, trigger=ReconcileRun.Trigger.PERIODIC)
             self.last_reconcile = time.monotonic()

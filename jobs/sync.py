@@ -10,6 +10,7 @@ snapshotted periodically. The same code serves both backends.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +34,8 @@ from queues.quantity import QuantityError, to_canonical
 
 log = logging.getLogger(__name__)
 WORKLOAD = TYPES["Workload"]
+# Kueue's Preempted message: "Preempted to accommodate a workload (UID: <uid>, JobUID: ...".
+PREEMPTOR_UID = re.compile(r"accommodate a workload \(UID: ([^,)\s]+)")
 
 
 def _time(text: str | None) -> datetime | None:
@@ -142,14 +145,12 @@ def events_of(workload: Mapping[str, Any]) -> list[tuple[str, datetime, str, str
                 )
             )
         elif key in _CONDITION_EVENTS:
+            message = condition.get("message", "")
+            details = {}
+            if key == ("Preempted", "True") and (match := PREEMPTOR_UID.search(message)):
+                details["preemptor_uid"] = match.group(1)
             found.append(
-                (
-                    _CONDITION_EVENTS[key],
-                    at,
-                    condition.get("reason", ""),
-                    condition.get("message", ""),
-                    {},
-                )
+                (_CONDITION_EVENTS[key], at, condition.get("reason", ""), message, details)
             )
     for check in workload.get("status", {}).get("admissionChecks", []):
         at = _time(check.get("lastTransitionTime"))
@@ -216,7 +217,20 @@ def upsert_workload(
         "resource_version": str(metadata.get("resourceVersion", "")),
     }
     with transaction.atomic():
-        record, _ = WorkloadRecord.objects.update_or_create(uid=metadata["uid"], defaults=fields)
+        record = WorkloadRecord.objects.select_for_update().filter(uid=metadata["uid"]).first()
+        if record is None:
+            try:
+                with transaction.atomic():
+                    record = WorkloadRecord.objects.create(uid=metadata["uid"], **fields)
+            except IntegrityError:  # another sync recorded it a moment ago
+                record = WorkloadRecord.objects.select_for_update().get(uid=metadata["uid"])
+        elif fields["resource_version"] and record.resource_version == fields["resource_version"]:
+            return record  # seen this very version already: nothing to write
+        changed = [name for name, value in fields.items() if getattr(record, name) != value]
+        for name in changed:
+            setattr(record, name, fields[name])
+        if changed:
+            record.save(update_fields=[*changed, "synced_at"])
         for event_type, at, event_reason, event_message, details in events_of(workload):
             _add_event(record, event_type, at, event_reason, event_message, details)
         evictions = record.events.filter(type=EventType.EVICTED).count()
@@ -233,6 +247,10 @@ def _add_event(
         workload=record, type=event_type, at=at, reason=reason[:64]
     ).exists():
         return
+    if uid := details.get("preemptor_uid"):
+        preemptor = WorkloadRecord.objects.filter(uid=uid).values("namespace", "name").first()
+        if preemptor:
+            details = {**details, "preemptor": f"{preemptor['namespace']}/{preemptor['name']}"}
     try:
         with transaction.atomic():
             WorkloadEvent.objects.create(

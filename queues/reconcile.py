@@ -43,6 +43,35 @@ def policy_version() -> int:
     return PolicyChange.objects.aggregate(v=Max("id"))["v"] or 0
 
 
+def applied_policy_version() -> int:
+    """The policy version the newest successful (or partial) apply rendered; -1
+    when nothing was ever applied."""
+    run = (
+        ReconcileRun.objects.filter(
+            dry_run=False,
+            status__in=[ReconcileRun.Status.SUCCEEDED, ReconcileRun.Status.PARTIAL],
+        )
+        .order_by("-pk")
+        .first()
+    )
+    return run.policy_version if run else -1
+
+
+def recover_lost_runs() -> int:
+    """Close runs a lost worker left RUNNING. Only when nobody holds the
+    reconcile lock: a live reconciler's run is never touched (a killed worker's
+    database session, and with it its advisory lock, is gone)."""
+    with try_lock(LOCK) as taken:
+        if not taken:
+            return 0
+        return ReconcileRun.objects.filter(status=ReconcileRun.Status.RUNNING).update(
+            status=ReconcileRun.Status.FAILED,
+            finished_at=timezone.now(),
+            message="the worker running it was lost (killed or restarted); "
+            "the sweeper queued a new run",
+        )
+
+
 def desired_objects() -> list[dict[str, Any]]:
     return render(current_bundle())
 
@@ -195,6 +224,12 @@ def reconcile(
         except BackendError as exc:
             run.status = ReconcileRun.Status.FAILED
             run.message = f"the cluster could not be read: {exc}"
+        except Exception as exc:
+            run.status = ReconcileRun.Status.FAILED
+            run.message = f"internal error: {exc!r}; see the worker's log"
+            run.finished_at = timezone.now()
+            run.save()
+            raise
         run.finished_at = timezone.now()
         run.save()
         log.info("%s: %s", run, run.message)

@@ -7,7 +7,7 @@ from celery import shared_task
 
 from queues.backends import get_backend
 from queues.models import ReconcileRun
-from queues.reconcile import reconcile
+from queues.reconcile import applied_policy_version, policy_version, reconcile, recover_lost_runs
 from queues.simulation.runner import step
 
 
@@ -16,6 +16,18 @@ def reconcile_policy(trigger: str = ReconcileRun.Trigger.POLICY_CHANGE) -> int:
     """Bring the cluster in line with the policy; level-based, so a repeat or a
     run after a crash converges to the same state. Returns the run's id."""
     return int(reconcile(get_backend(), trigger=trigger).pk)
+
+
+@shared_task(name="queues.tasks.sweep_reconcile", acks_late=True, ignore_result=True)
+def sweep_reconcile() -> bool:
+    """The intent is the policy in Postgres: if the cluster is behind it (a lost
+    task, a killed worker, a Redis restart), queue a reconcile. Returns whether
+    one was queued."""
+    lost = recover_lost_runs()
+    if lost or policy_version() != applied_policy_version():
+        reconcile_policy.delay(ReconcileRun.Trigger.RECOVERY)
+        return True
+    return False
 
 
 @shared_task(name="queues.tasks.plan_policy", acks_late=True)

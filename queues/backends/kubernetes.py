@@ -194,37 +194,35 @@ class KubernetesBackend:
         metadata = obj["metadata"]
         name, namespace = metadata["name"], metadata.get("namespace")
         what = f"apply {rtype.kind} {namespace + '/' if namespace else ''}{name}"
+        # Raw responses: the generated client only decodes a 200, and an apply
+        # that creates the object answers 201 (it would return None).
         kwargs: dict[str, Any] = {
             "field_manager": FIELD_MANAGER,
             "force": force,
             "_content_type": APPLY,
             "_request_timeout": self.timeout,
+            "_preload_content": False,
         }
         if dry_run:
             kwargs["dry_run"] = "All"
         body = dict(obj)
         if rtype.group and rtype.namespaced:
-            result = _call(
+            response = _call(
                 what,
                 lambda: self.custom.patch_namespaced_custom_object(
                     rtype.group, rtype.version, namespace or "", rtype.plural, name, body, **kwargs
                 ),
             )
         elif rtype.group:
-            result = _call(
+            response = _call(
                 what,
                 lambda: self.custom.patch_cluster_custom_object(
                     rtype.group, rtype.version, rtype.plural, name, body, **kwargs
                 ),
             )
         else:
-            result = _json(
-                _call(
-                    what,
-                    lambda: self.core.patch_namespace(name, body, _preload_content=False, **kwargs),
-                )
-            )
-        return self._complete(result, rtype)
+            response = _call(what, lambda: self.core.patch_namespace(name, body, **kwargs))
+        return self._complete(_json(response), rtype)
 
     def delete(self, rtype: ResourceType, name: str, namespace: str | None = None) -> None:
         what = f"delete {rtype.kind} {name}"
@@ -268,6 +266,7 @@ class KubernetesBackend:
             "force": True,
             "_content_type": APPLY,
             "_request_timeout": self.timeout,
+            "_preload_content": False,
         }
         if rtype.namespaced:
             result = _call(
@@ -283,7 +282,7 @@ class KubernetesBackend:
                     rtype.group, rtype.version, rtype.plural, name, body, **kwargs
                 ),
             )
-        return self._complete(result, rtype)
+        return self._complete(_json(result), rtype)
 
     # ----------------------------------------------------------------- watch
 

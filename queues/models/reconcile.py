@@ -21,6 +21,7 @@ class ReconcileRun(models.Model):
         PERIODIC = "periodic"
         MANUAL = "manual"
         PLAN = "plan", "Plan only (dry run)"
+        RECOVERY = "recovery", "Recovery (the sweeper found the cluster behind the policy)"
 
     started_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)

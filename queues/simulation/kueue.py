@@ -304,7 +304,12 @@ class SimulatedKueue:
         for preemption in cycles.preempted:
             victim = stored.get(_split(preemption.victim))
             if victim is not None:
-                self._evict(victim, preemption.reason.value, preemption.message, now)
+                message = _kueue_preemption_message(
+                    preemption.message,
+                    preemption.preemptor,
+                    stored.get(_split(preemption.preemptor)),
+                )
+                self._evict(victim, preemption.reason.value, message, now)
                 result.preempted.append(preemption.victim)
         for key, pending in scheduler.status.items():
             if key in cycles.evaluated and key not in cycles.admitted:
@@ -510,4 +515,18 @@ def _finished(obj: Mapping[str, Any]) -> bool:
     return any(
         c.get("type") == "Finished" and c.get("status") == "True"
         for c in (obj.get("status") or {}).get("conditions", [])
+    )
+
+
+def _kueue_preemption_message(
+    message: str, preemptor_key: str, preemptor: Mapping[str, Any] | None
+) -> str:
+    """Kueue names the preemptor by UID and its job's UID; the engine, which has
+    no UIDs, by namespace/name."""
+    if preemptor is None:
+        return message
+    metadata = preemptor["metadata"]
+    job_uid = metadata.get("labels", {}).get("kueue.x-k8s.io/job-uid", "")
+    return message.replace(
+        f"({preemptor_key})", f"(UID: {metadata.get('uid', '')}, JobUID: {job_uid})", 1
     )

@@ -59,4 +59,7 @@ def step(*, load: bool | None = None, now: float | None = None) -> StepReport | 
             # Bounded, so a long pause does not bring an hour of jobs at once.
             created = generate(backend, now, min(elapsed, MAX_LOAD_GAP) * speedup)
         tick = SimulatedKueue(backend, speedup).tick(now)
+        # The change log is what watches replay; a watcher that falls further
+        # behind than it keeps relists (410 Gone), as on a real cluster.
+        backend.prune_log()
         return StepReport(now, tick, created, nodes)

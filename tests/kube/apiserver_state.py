@@ -8,6 +8,7 @@ layer lives in ``apiserver.py``.
 
 from __future__ import annotations
 
+import base64
 import copy
 import random
 import re
@@ -120,10 +121,14 @@ KUBEFLOW_RESOURCES = (
     ResourceType("kubeflow.org", ("v1",), "pytorchjobs", "PyTorchJob", True),
     ResourceType("trainer.kubeflow.org", ("v1alpha1",), "trainjobs", "TrainJob", True),
     ResourceType(
-        "trainer.kubeflow.org", ("v1alpha1",), "clustertrainingruntimes",
-        "ClusterTrainingRuntime", False, status_subresource=False,
+        "trainer.kubeflow.org",
+        ("v1alpha1",),
+        "clustertrainingruntimes",
+        "ClusterTrainingRuntime",
+        False,
+        status_subresource=False,
     ),
-)  # fmt: skip
+)
 DEFAULT_CRDS = KUEUE_RESOURCES + JOBSET_RESOURCES + KUBEFLOW_RESOURCES
 BUILTIN_RESOURCES = (
     ResourceType("", ("v1",), "namespaces", "Namespace", False, True, ("ns",), ("status.phase",)),
@@ -138,10 +143,53 @@ SEED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SERVER_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+VERSION_INFO = {
+    "major": "1",
+    "minor": "33",
+    "gitVersion": "v1.33.1",
+    "gitCommit": "8adc0f041b8e7ad1d30e29cc59c6ae7a15e19828",
+    "gitTreeState": "clean",
+    "buildDate": "2025-05-15T08:19:08Z",
+    "goVersion": "go1.24.2",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def group_doc(group: str, versions: Sequence[str]) -> Obj:
+    """The body of ``GET /apis/{group}`` (without kind), also an entry of ``GET /apis``."""
+    entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": entries, "preferredVersion": entries[0]}
+
+
+def resource_list(group: str, version: str, served: Sequence[ResourceType]) -> Obj:
+    """The body of ``GET /apis/{group}/{version}`` (or ``/api/v1``)."""
+    resources: list[Obj] = []
+    for r in served:
+        entry = {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced}
+        resources.append(entry | {"kind": r.kind, "verbs": VERBS})
+        if r.short_names:
+            resources[-1]["shortNames"] = list(r.short_names)
+        if r.status_subresource:
+            status = {"name": f"{r.plural}/status", "singularName": "", "kind": r.kind}
+            resources.append(
+                status | {"namespaced": r.namespaced, "verbs": ["get", "patch", "update"]}
+            )
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": resources,
+    }
 
 
 # --- selectors ---------------------------------------------------------------------------------
@@ -167,26 +215,32 @@ def _split_terms(selector: str) -> list[str]:
 
 def label_matcher(selector: str | None) -> Matcher:
     """``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``, ``k in (a,b)``, ``k notin (a,b)``, ANDed."""
-    tests: list[Callable[[dict[str, str]], bool]] = []
+    requirements: list[tuple[str, str, frozenset[str]]] = []  # key, operator, values
     for term in _split_terms(selector) if selector and selector.strip() else []:
         if m := _SET_TERM.match(term):
-            key, values = m[1], {value.strip() for value in m[3].split(",")}
-            if m[2] == "in":
-                tests.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-            else:
-                tests.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
+            values = frozenset(value.strip() for value in m[3].split(","))
+            requirements.append((m[1], m[2], values))
         elif m := _EQ_TERM.match(term):
-            key, value = m[1], m[3]
-            if m[2] == "!=":
-                tests.append(lambda labels, k=key, v=value: labels.get(k) != v)
-            else:
-                tests.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            requirements.append((m[1], "notin" if m[2] == "!=" else "in", frozenset([m[3]])))
         elif m := _EXISTS_TERM.match(term):
-            key, negate = m[2], bool(m[1])
-            tests.append(lambda labels, k=key, neg=negate: (k in labels) != neg)
+            requirements.append((m[2], "!" if m[1] else "exists", frozenset()))
         else:
             raise ApiError(400, f"unable to parse requirement: found '{term}', in {selector!r}")
-    return lambda obj: all(test((obj.get("metadata") or {}).get("labels") or {}) for test in tests)
+
+    def matches(obj: Obj) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        for key, operator, values in requirements:
+            if operator == "exists":
+                ok = key in labels
+            elif operator == "!":
+                ok = key not in labels
+            else:  # a missing label is "not in" any set, as in Kubernetes
+                ok = (labels.get(key) in values) == (operator == "in")
+            if not ok:
+                return False
+        return True
+
+    return matches
 
 
 def field_matcher(selector: str | None, rtype: ResourceType) -> Matcher:
@@ -427,7 +481,7 @@ def record_update(old: Obj | None, new: Obj, ident: Identity) -> None:
     after = field_paths(new, ident[2])
     changed = {p for p in before.keys() | after.keys() if before.get(p, _MISSING) != after.get(p)}
     for paths in owners.values():
-        paths -= changed
+        paths.difference_update(changed)
     owners[ident] = owners.get(ident, set()) | (changed & after.keys())
     write_ownership(new, owners, old)
 
@@ -450,12 +504,13 @@ def apply_configuration(old: Obj, applied: Obj, ident: Identity, *, force: bool)
             for m in sorted(managers)
             for field in ["." + ".".join(path)]
         ]
-        listing = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
-        message = f"Apply failed with {len(causes)} conflict(s):\n{listing}"
+        listing = "; ".join(f"{c['message']}: {c['field']}" for c in causes)
+        plural = "conflict" if len(causes) == 1 else "conflicts"
+        message = f"Apply failed with {len(causes)} {plural}: {listing}"
         raise ApiError(409, message, "Conflict", {"causes": causes})
     for other, paths in owners.items():
         if other != ident:
-            paths -= conflicts.keys()
+            paths.difference_update(conflicts)
     result = copy.deepcopy(old)
     for path in owners.get(ident, set()) - wanted.keys():
         if not any(path in paths for other, paths in owners.items() if other != ident):
@@ -478,6 +533,7 @@ class Event:
     type: str
     rtype: ResourceType
     obj: Obj
+    prev: Obj | None  # the state before, so selector watches can turn MODIFIED into ADDED/DELETED
 
 
 def _without_times(obj: Obj) -> Obj:
@@ -519,11 +575,10 @@ class Store:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         meta = obj["metadata"]
         key = self.key(rtype, meta.get("namespace"), meta["name"])
-        if event_type == "DELETED":
-            self.objects.pop(key, None)
-        else:
+        prev = self.objects.pop(key, None)
+        if event_type != "DELETED":
             self.objects[key] = obj
-        self.history.append(Event(self.rv, event_type, rtype, copy.deepcopy(obj)))
+        self.history.append(Event(self.rv, event_type, rtype, copy.deepcopy(obj), prev))
         while len(self.history) > self.history_limit:
             self.compacted = self.history.popleft().rv
         self.changed.notify_all()
@@ -570,7 +625,7 @@ class Store:
             )
         if not isinstance(obj.setdefault("metadata", {}), dict):
             raise ApiError(400, "metadata must be an object")
-        obj["apiVersion"], obj["kind"] = rtype.api_version(), rtype.kind
+        obj["apiVersion"], obj["kind"] = expected, rtype.kind
         return obj
 
     def _check_target(self, rtype: ResourceType, obj: Obj, namespace: str | None) -> None:
@@ -587,9 +642,16 @@ class Store:
             meta.pop("namespace", None)
 
     def create(
-        self, rtype: ResourceType, namespace: str | None, body: Any, version: str, *,
-        ident: Identity, dry_run: bool = False, check_namespace: bool = True,
-    ) -> Obj:  # fmt: skip
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        body: Any,
+        version: str,
+        *,
+        ident: Identity,
+        dry_run: bool = False,
+        check_namespace: bool = True,
+    ) -> Obj:
         apply = ident[1] == "Apply"
         obj = self._check_body(rtype, body, version, strict=rtype.custom or apply)
         self._check_target(rtype, obj, namespace)
@@ -615,17 +677,27 @@ class Store:
         for field in (*_SERVER_META, "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         meta |= {"uid": str(uuid.uuid4()), "creationTimestamp": now(), "generation": 1}
+        obj["apiVersion"] = rtype.api_version()  # stored in the preferred version
         if rtype.status_subresource:
             obj.pop("status", None)
         if rtype.kind in INITIAL_STATUS and rtype.group == "":
             obj["status"] = copy.deepcopy(INITIAL_STATUS[rtype.kind])
-        record_update(None, obj, ident) if not apply else apply_create(obj, ident)
+        if apply:
+            write_ownership(obj, {ident: set(field_paths(obj, ident[2]))}, None)
+        else:
+            record_update(None, obj, ident)
         return copy.deepcopy(obj) if dry_run else self.commit(rtype, obj, "ADDED")
 
     def update(
-        self, rtype: ResourceType, old: Obj, new: Obj, *, subresource: str, ident: Identity | None,
+        self,
+        rtype: ResourceType,
+        old: Obj,
+        new: Obj,
+        *,
+        subresource: str,
+        ident: Identity | None,
         dry_run: bool = False,
-    ) -> Obj:  # fmt: skip
+    ) -> Obj:
         """Store ``new`` over ``old``: immutable metadata, status isolation, generation,
         ownership, no-op detection and finalizer-driven removal."""
         rv = (new.get("metadata") or {}).get("resourceVersion")
@@ -650,10 +722,15 @@ class Store:
                 if "status" in old:
                     result["status"] = copy.deepcopy(old["status"])
             meta = result.setdefault("metadata", {})
-            for field in (*_SERVER_META, "name", "namespace", "deletionTimestamp"):
+            immutable = ("name", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds")
+            for field in (*_SERVER_META, *immutable):
                 meta.pop(field, None)
                 if field in old["metadata"]:
                     meta[field] = copy.deepcopy(old["metadata"][field])
+        if ident is not None and ident[1] == "Apply":  # apply_configuration computed ownership
+            result["metadata"].pop("managedFields", None)
+            if (new.get("metadata") or {}).get("managedFields"):
+                result["metadata"]["managedFields"] = new["metadata"]["managedFields"]
         result["apiVersion"], result["kind"] = rtype.api_version(), rtype.kind
         if _content(result) != _content(old):
             result["metadata"]["generation"] = old["metadata"].get("generation", 0) + 1
@@ -669,9 +746,14 @@ class Store:
         return self.commit(rtype, result, "MODIFIED")
 
     def delete(
-        self, rtype: ResourceType, namespace: str | None, name: str, *, options: Obj,
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        options: Obj,
         dry_run: bool = False,
-    ) -> tuple[Obj, bool]:  # fmt: skip
+    ) -> tuple[Obj, bool]:
         """Delete now, or mark for deletion while finalizers remain. Returns (object, gone)."""
         old = self.get(rtype, namespace, name)
         preconditions = options.get("preconditions") or {}
@@ -691,7 +773,134 @@ class Store:
             return self.commit(rtype, marked, "MODIFIED"), False
         return (old if dry_run else self.commit(rtype, old, "DELETED")), True
 
+    # --- verbs beyond create/update/delete, called by the HTTP layer with the lock held ---------
 
-def apply_create(obj: Obj, ident: Identity) -> None:
-    """Ownership for an object created by server-side apply: the applier owns all it sent."""
-    write_ownership(obj, {ident: set(field_paths(obj, ident[2]))}, None)
+    def replace(
+        self,
+        rtype: ResourceType,
+        version: str,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str,
+        ident: Identity,
+        dry_run: bool,
+    ) -> Obj:
+        old = self.get(rtype, namespace, name)
+        new = self._check_body(rtype, body, version, strict=rtype.custom)
+        _check_name(new, name)
+        if rtype.custom and not new["metadata"].get("resourceVersion"):
+            message = (
+                f'{rtype.kind}.{rtype.group} "{name}" is invalid: metadata.resourceVersion: '
+                "Invalid value: 0x0: must be specified for an update"
+            )
+            raise ApiError(422, message, "Invalid")
+        return self.update(rtype, old, new, subresource=subresource, ident=ident, dry_run=dry_run)
+
+    def patch(
+        self,
+        rtype: ResourceType,
+        version: str,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        media: str,
+        *,
+        subresource: str,
+        ident: Identity,
+        dry_run: bool,
+    ) -> Obj:
+        """Merge, strategic-merge (built-in types only; treated as merge) or JSON patch."""
+        if media == STRATEGIC and rtype.custom:
+            accepted = f"{JSON_PATCH}, {MERGE}, {APPLY}"
+            message = "the body of the request was in an unknown format - accepted media types"
+            raise ApiError(415, f"{message} include: {accepted}")
+        old = self.get(rtype, namespace, name)
+        current = old | {"apiVersion": rtype.api_version(version)}
+        if media in (MERGE, STRATEGIC):
+            if not isinstance(body, dict):
+                raise ApiError(400, "the merge patch must be a JSON object")
+            patched = merge_patch(current, body)
+        elif media == JSON_PATCH:
+            patched = json_patch(current, body)
+        else:
+            raise ApiError(415, f"the body of the request was in an unknown format: {media!r}")
+        new = self._check_body(rtype, patched, version, strict=False)
+        _check_name(new, name)
+        return self.update(rtype, old, new, subresource=subresource, ident=ident, dry_run=dry_run)
+
+    def apply(
+        self,
+        rtype: ResourceType,
+        version: str,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str,
+        manager: str | None,
+        force: bool,
+        dry_run: bool,
+    ) -> tuple[int, Obj]:
+        """Server-side apply: create if missing (201), else merge with ownership checks."""
+        if not manager:
+            raise ApiError(400, "PATCH: fieldManager is required for apply requests")
+        applied = self._check_body(rtype, body, version, strict=True)
+        _check_name(applied, name)
+        self._check_target(rtype, applied, namespace)
+        ident = (manager, "Apply", subresource)
+        if self.key(rtype, namespace, name) not in self.objects:
+            if subresource:
+                raise rtype.not_found(name)
+            created = self.create(rtype, namespace, applied, version, ident=ident, dry_run=dry_run)
+            return 201, created
+        old = self.get(rtype, namespace, name)
+        result = apply_configuration(old, applied, ident, force=force)
+        result["metadata"]["resourceVersion"] = applied["metadata"].get("resourceVersion")
+        return 200, self.update(
+            rtype, old, result, subresource=subresource, ident=ident, dry_run=dry_run
+        )
+
+    def page(
+        self, rtype: ResourceType, namespace: str | None, match: Matcher, limit: int, token: str
+    ) -> tuple[list[Obj], Obj]:
+        """One page of a LIST: the items and the list metadata (``continue`` when more)."""
+        items = self.select(rtype, namespace, match)
+        start = int(base64.b64decode(token)) if token else 0
+        limit = limit or len(items)
+        meta: Obj = {"resourceVersion": str(self.rv)}
+        if start + limit < len(items):
+            meta["continue"] = base64.b64encode(str(start + limit).encode()).decode()
+            meta["remainingItemCount"] = len(items) - start - limit
+        return items[start : start + limit], meta
+
+    def put(self, obj: Obj, field_manager: str | None = None) -> Obj:
+        """Store ``obj`` as another actor would: status kept, no admission checks."""
+        rtype = self.type_of(obj)
+        new = copy.deepcopy(obj) | {"apiVersion": rtype.api_version()}
+        meta = new.setdefault("metadata", {})
+        if rtype.namespaced and not meta.get("namespace"):
+            raise ValueError(f"{rtype.kind} {meta.get('name')!r} needs metadata.namespace")
+        old = self.objects.get(self.key(rtype, meta.get("namespace"), meta["name"]))
+        meta.pop("resourceVersion", None)
+        meta.setdefault("uid", old["metadata"]["uid"] if old else str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", old["metadata"]["creationTimestamp"] if old else now())
+        changed = old is not None and _content(old) != _content(new)
+        meta["generation"] = (old["metadata"].get("generation", 1) if old else 1) + int(changed)
+        if "managedFields" not in meta and old and old["metadata"].get("managedFields"):
+            meta["managedFields"] = copy.deepcopy(old["metadata"]["managedFields"])
+        if field_manager:
+            base = copy.deepcopy(old) if old else None
+            if base is not None:
+                base["metadata"]["managedFields"] = meta.get("managedFields", [])
+            record_update(base, new, (field_manager, "Update", ""))
+        gone = old is not None and meta.get("deletionTimestamp") and not meta.get("finalizers")
+        return self.commit(rtype, new, "DELETED" if gone else "MODIFIED" if old else "ADDED")
+
+
+def _check_name(obj: Obj, name: str) -> None:
+    given = obj["metadata"].setdefault("name", name)
+    if given != name:
+        message = f"the name of the object ({given}) does not match the name on the URL ({name})"
+        raise ApiError(400, message)

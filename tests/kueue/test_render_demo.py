@@ -19,8 +19,15 @@ def test_demo_organisation_renders_to_valid_kueue_objects(db: Any) -> None:
     call_command("kueue_manifests", stdout=out)
     objects = [o for o in yaml.safe_load_all(out.getvalue()) if o]
     kinds = sorted({o["kind"] for o in objects})
-    assert kinds == ["AdmissionCheck", "ClusterQueue", "Cohort", "LocalQueue", "Namespace",
-                     "ResourceFlavor", "WorkloadPriorityClass"]
+    assert kinds == [
+        "AdmissionCheck",
+        "ClusterQueue",
+        "Cohort",
+        "LocalQueue",
+        "Namespace",
+        "ResourceFlavor",
+        "WorkloadPriorityClass",
+    ]
     for obj in objects:
         if obj["apiVersion"] != KUEUE_API:
             continue

@@ -33,6 +33,9 @@ class ClusterUnderTest(Protocol):
     def writes(self) -> int:
         """Write calls seen so far."""
 
+    def expire_history(self) -> None:
+        """Forget past resourceVersions: older watches get 410 Gone."""
+
 
 class SimulatedCluster:
     def __init__(self) -> None:
@@ -59,3 +62,6 @@ class SimulatedCluster:
     def writes(self) -> int:
         # Every write of the simulated backend appends exactly one change-log entry.
         return SimulatedEvent.objects.count()
+
+    def expire_history(self) -> None:
+        self.backend.prune_log(keep=1)

@@ -22,8 +22,9 @@ class KubeCluster:
         self.backend = KubernetesBackend(self.server.api_client(), request_timeout=5)
         return self
 
-    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None,
-                                   TracebackType | None]) -> None:
+    def __exit__(
+        self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+    ) -> None:
         self.server.stop()
 
     def objects(self, kind: str) -> list[dict[str, Any]]:
@@ -35,8 +36,9 @@ class KubeCluster:
         assert obj is not None, (kind, name)
         return copy.deepcopy(obj)
 
-    def edit(self, kind: str, name: str, change: Callable[[dict[str, Any]], None],
-             namespace: str = "") -> None:
+    def edit(
+        self, kind: str, name: str, change: Callable[[dict[str, Any]], None], namespace: str = ""
+    ) -> None:
         obj = self._stored(kind, name, namespace)
         change(obj)
         self.server.put_object(obj)
@@ -44,11 +46,13 @@ class KubeCluster:
     def add_foreign(self, obj: dict[str, Any]) -> None:
         self.server.put_object(copy.deepcopy(obj))
 
-    def set_status(self, kind: str, name: str, status: dict[str, Any],
-                   namespace: str = "") -> None:
+    def set_status(self, kind: str, name: str, status: dict[str, Any], namespace: str = "") -> None:
         obj = self._stored(kind, name, namespace)
         obj["status"] = status
         self.server.put_object(obj)
 
     def writes(self) -> int:
         return len(self.server.write_calls())
+
+    def expire_history(self) -> None:
+        self.server.expire_watches()

@@ -1,0 +1,312 @@
+"""Sync: Workloads on the cluster into WorkloadRecord and WorkloadEvent, queue
+status into snapshots; on the simulated backend and over HTTP against the
+API-server double, through the same code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from jobs.models import CapacitySnapshot, EventType, QueueSnapshot, WorkloadEvent, WorkloadRecord
+from jobs.models import WorkloadState as State
+from jobs.sync import snapshot_cluster, sync_workloads, watch_workloads
+from queues.backends.base import TYPES
+from tests.factories import team
+from tests.reconcile.clusters import ClusterUnderTest
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+T0 = "2026-11-30T10:00:00Z"
+T1 = "2026-11-30T10:00:05Z"
+T2 = "2026-11-30T10:07:00Z"
+
+
+def workload(name: str, gpus: int = 8, pods: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": "research",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": name[4:], "uid": f"uid-{name}"}
+            ],
+        },
+        "spec": {
+            "queueName": "research",
+            "priority": 1000,
+            "priorityClassRef": {
+                "group": "kueue.x-k8s.io",
+                "kind": "WorkloadPriorityClass",
+                "name": "train-high",
+            },
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": pods,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "train",
+                                    "image": "trainer:1",
+                                    "resources": {
+                                        "requests": {
+                                            "nvidia.com/gpu": str(gpus // pods),
+                                            "cpu": "8",
+                                        }
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def condition(kind: str, status: bool, reason: str, at: str, message: str = "") -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": at,
+    }
+
+
+ADMITTED = {
+    "admission": {
+        "clusterQueue": "research",
+        "podSetAssignments": [
+            {
+                "name": "main",
+                "count": 2,
+                "flavors": {"nvidia.com/gpu": "h100", "cpu": "h100"},
+                "resourceUsage": {"nvidia.com/gpu": "8", "cpu": "16"},
+            }
+        ],
+    },
+    "conditions": [
+        condition("QuotaReserved", True, "QuotaReserved", T1, "Quota reserved in ClusterQueue"),
+        condition("Admitted", True, "Admitted", T1, "The workload is admitted"),
+    ],
+}
+
+
+@pytest.fixture
+def research(cluster: ClusterUnderTest) -> ClusterUnderTest:
+    team("research", namespaces=["research"])
+    cluster.add_foreign({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "research"}})
+    return cluster
+
+
+def record(name: str) -> WorkloadRecord:
+    return WorkloadRecord.objects.get(namespace="research", name=name)
+
+
+def event_types(name: str) -> list[str]:
+    return list(record(name).events.values_list("type", flat=True))
+
+
+def test_a_workload_is_recorded_with_its_team_queue_requests_and_flavors(
+    research: ClusterUnderTest,
+) -> None:
+    research.add_foreign(workload("job-train"))
+    research.set_status("Workload", "job-train", ADMITTED, namespace="research")
+    sync_workloads(research.backend)
+
+    train = record("job-train")
+    assert train.team is not None and train.team.slug == "research"
+    assert (train.job_kind, train.job_name) == ("Job", "train")
+    assert (train.local_queue, train.cluster_queue) == ("research", "research")
+    assert (train.priority, train.priority_class) == (1000, "train-high")
+    assert train.requested == {"nvidia.com/gpu": 8, "cpu": 16000}
+    assert train.flavors == {"main": {"nvidia.com/gpu": "h100", "cpu": "h100"}}
+    assert train.state == State.ADMITTED and train.admitted_at is not None
+    assert event_types("job-train") == [
+        EventType.CREATED,
+        EventType.QUOTA_RESERVED,
+        EventType.ADMITTED,
+    ]
+
+
+def test_syncing_the_same_state_again_writes_nothing(research: ClusterUnderTest) -> None:
+    research.add_foreign(workload("job-train"))
+    research.set_status("Workload", "job-train", ADMITTED, namespace="research")
+    sync_workloads(research.backend)
+    events = WorkloadEvent.objects.count()
+
+    with CaptureQueriesContext(connection) as queries:
+        sync_workloads(research.backend)
+    writes = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith(("INSERT", "UPDATE", "DELETE")) and "jobs_synccursor" not in q["sql"]
+    ]
+    assert writes == []
+    assert WorkloadEvent.objects.count() == events
+
+
+def test_preemption_is_recorded_with_reason_and_preemptor(research: ClusterUnderTest) -> None:
+    research.add_foreign(workload("job-urgent"))
+    research.add_foreign(workload("job-long"))
+    research.set_status("Workload", "job-urgent", ADMITTED, namespace="research")
+    research.set_status("Workload", "job-long", ADMITTED, namespace="research")
+    sync_workloads(research.backend)
+    urgent_uid = record("job-urgent").uid
+
+    message = (
+        f"Preempted to accommodate a workload (UID: {urgent_uid}, JobUID: uid-job-urgent) "
+        "due to prioritization in the ClusterQueue"
+    )
+    research.set_status(
+        "Workload",
+        "job-long",
+        {
+            "admission": None,  # Kueue drops the admission when it evicts
+            "conditions": [
+                condition("QuotaReserved", False, "Pending", T2, message),
+                condition("Admitted", False, "NoReservation", T2),
+                condition("Evicted", True, "Preempted", T2, message),
+                condition("Preempted", True, "InClusterQueue", T2, message),
+                condition("Requeued", True, "Preempted", T2, message),
+            ],
+        },
+        namespace="research",
+    )
+    sync_workloads(research.backend)
+
+    long = record("job-long")
+    assert long.state == State.PENDING and long.evictions == 1
+    preempted = long.events.get(type=EventType.PREEMPTED)
+    assert preempted.reason == "InClusterQueue"
+    assert preempted.details == {"preemptor_uid": urgent_uid, "preemptor": "research/job-urgent"}
+    assert long.events.get(type=EventType.EVICTED).reason == "Preempted"
+    assert long.events.filter(type=EventType.REQUEUED).exists()
+
+
+def test_finished_failed_and_deleted_workloads(research: ClusterUnderTest) -> None:
+    research.add_foreign(workload("job-ok"))
+    research.add_foreign(workload("job-bad"))
+    research.add_foreign(workload("job-gone"))
+    for name, reason, message in (
+        ("job-ok", "Succeeded", "Job finished successfully"),
+        ("job-bad", "Failed", "Job failed: BackoffLimitExceeded"),
+    ):
+        status = {
+            **ADMITTED,
+            "conditions": [
+                *ADMITTED["conditions"],
+                condition("Finished", True, reason, T2, message),
+            ],
+        }
+        research.set_status("Workload", name, status, namespace="research")
+    sync_workloads(research.backend)
+    research.backend.delete(TYPES["Workload"], "job-gone", "research")
+    sync_workloads(research.backend)
+
+    assert record("job-ok").state == State.FINISHED and record("job-ok").finished_at
+    assert record("job-bad").state == State.FAILED
+    assert event_types("job-bad")[-1] == EventType.FAILED
+    assert record("job-gone").state == State.DELETED
+    assert event_types("job-gone")[-1] == EventType.DELETED
+
+
+def test_watch_resumes_and_relists_after_410_without_missing_or_duplicating(
+    research: ClusterUnderTest,
+) -> None:
+    research.add_foreign(workload("job-a"))
+    sync_workloads(research.backend)
+    research.set_status("Workload", "job-a", ADMITTED, namespace="research")
+    research.add_foreign(workload("job-b"))
+    # The stored resourceVersion is now too old: the server answers 410 Gone.
+    research.expire_history()
+    watch_workloads(research.backend, timeout_seconds=1, rounds=2)
+
+    assert record("job-a").state == State.ADMITTED
+    assert record("job-b").state == State.PENDING
+    assert event_types("job-a") == [
+        EventType.CREATED,
+        EventType.QUOTA_RESERVED,
+        EventType.ADMITTED,
+    ]
+    # Later changes arrive through the resumed watch, once each.
+    research.set_status("Workload", "job-b", ADMITTED, namespace="research")
+    watch_workloads(research.backend, timeout_seconds=1, rounds=1)
+    watch_workloads(research.backend, timeout_seconds=1, rounds=1)
+    assert event_types("job-b") == [
+        EventType.CREATED,
+        EventType.QUOTA_RESERVED,
+        EventType.ADMITTED,
+    ]
+
+
+def test_snapshots_record_usage_borrowing_and_lending(research: ClusterUnderTest) -> None:
+    def queue(name: str, nominal: str) -> dict[str, Any]:
+        return {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {
+                "cohortName": "org",
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "h100",
+                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": nominal}],
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+
+    research.add_foreign(queue("research", "8"))
+    research.add_foreign(queue("serving", "8"))
+    research.add_foreign(
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "h100"},
+            "spec": {"nodeLabels": {"gpu": "h100"}},
+        }
+    )
+    for index in range(2):
+        research.add_foreign(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": f"node-{index}", "labels": {"gpu": "h100"}},
+                "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "192"}},
+            }
+        )
+
+    def usage(total: str, borrowed: str, pending: int) -> dict[str, Any]:
+        return {
+            "pendingWorkloads": pending,
+            "admittedWorkloads": 1,
+            "flavorsReservation": [
+                {
+                    "name": "h100",
+                    "resources": [{"name": "nvidia.com/gpu", "total": total, "borrowed": borrowed}],
+                }
+            ],
+        }
+
+    research.set_status("ClusterQueue", "research", usage("12", "4", 3))
+    research.set_status("ClusterQueue", "serving", usage("2", "0", 0))
+    assert snapshot_cluster(research.backend) == (2, 2)
+
+    rows = {r.cluster_queue: r for r in QueueSnapshot.objects.all()}
+    assert (rows["research"].usage, rows["research"].borrowed, rows["research"].lent) == (12, 4, 0)
+    assert rows["research"].pending_workloads == 3
+    assert (rows["serving"].usage, rows["serving"].borrowed, rows["serving"].lent) == (2, 0, 4)
+    capacity = {c.resource: (c.allocatable, c.nodes) for c in CapacitySnapshot.objects.all()}
+    assert capacity == {"nvidia.com/gpu": (16, 2), "cpu": (384000, 2)}
