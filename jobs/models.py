@@ -59,6 +59,10 @@ class WorkloadRecord(models.Model):
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} ({self.state})"
 
+    @property
+    def gpus(self) -> int:
+        return int(self.requested.get("nvidia.com/gpu", 0))
+
 
 class EventType(models.TextChoices):
     CREATED = "created"

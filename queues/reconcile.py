@@ -145,6 +145,30 @@ def _execute(backend: ClusterBackend, change: Change, counter: _Counter, retry_b
         )
 
 
+def _dry_run_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun) -> None:
+    """Send each create/update/drain to the server as a dry run (nothing is
+    persisted): the plan then also shows what the API server would refuse
+    (schema, CEL rules, webhooks) before anyone applies it."""
+    for change in plan.changes:
+        if change.action not in (CREATE, UPDATE, DRAIN):
+            continue
+        body = _drain_body(change) if change.action == DRAIN else change.desired
+        assert body is not None
+        try:
+            backend.apply(body, force=True, dry_run=True)
+        except BackendError as exc:
+            run.errors.append(
+                {
+                    "kind": change.kind,
+                    "namespace": change.namespace or None,
+                    "name": change.name,
+                    "action": change.action,
+                    "message": f"server dry run refused it: {exc}",
+                    "transient": exc.transient,
+                }
+            )
+
+
 def _apply_plan(
     backend: ClusterBackend, plan: Plan, run: ReconcileRun, counter: _Counter, retry_base: float
 ) -> None:
@@ -247,6 +271,7 @@ def _run(backend: ClusterBackend, run: ReconcileRun, dry_run: bool) -> None:
     retry_base = float(getattr(settings, "BERTH_RECONCILE_RETRY_BASE", 0.5))
     for _ in range(MAX_PASSES):
         version = policy_version()
+        run.errors = []  # a later pass retries what failed; only its errors stand
         plan = compute_plan(backend)
         run.policy_version = version
         run.changes = [c.as_dict() for c in plan.changes if c.action != "unchanged"]
@@ -257,6 +282,7 @@ def _run(backend: ClusterBackend, run: ReconcileRun, dry_run: bool) -> None:
                 "or misconfigured database; Berth's objects stay on the cluster"
             )
         if dry_run:
+            _dry_run_plan(backend, plan, run)
             break
         _apply_plan(backend, plan, run, counter, retry_base)
         if policy_version() == version:

@@ -87,10 +87,17 @@ class KubernetesBackend:
     @classmethod
     def from_settings(cls, context: str | None = None) -> KubernetesBackend:
         """In-cluster config when running in a pod, else kubeconfig (KUBECONFIG)."""
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()
-        else:
-            config.load_kube_config(context=context or None)
+        try:
+            if os.environ.get("KUBERNETES_SERVICE_HOST"):
+                config.load_incluster_config()
+            else:
+                config.load_kube_config(context=context or None)
+        except (config.ConfigException, OSError, ValueError) as exc:
+            raise BackendError(
+                f"BERTH_CLUSTER=kubernetes, but no cluster configuration could be loaded ({exc}); "
+                "point KUBECONFIG at a kubeconfig file (and BERTH_KUBE_CONTEXT at a context in "
+                "it), or run Berth in a pod with a service account"
+            ) from exc
         return cls(client.ApiClient())
 
     # ------------------------------------------------------------ discovery

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from io import StringIO
 from typing import Any
 
@@ -96,3 +97,28 @@ def test_healthz_reports_the_database(db: Any) -> None:
     response = Client().get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "database": "postgresql"}
+
+
+def test_home_shows_the_cluster_after_a_reconcile_and_a_sync(users: dict[str, Any]) -> None:
+    from jobs.sync import snapshot_cluster, sync_workloads
+    from queues.backends.simulated import SimulatedBackend
+    from queues.reconcile import reconcile
+    from queues.simulation.kueue import SimulatedKueue
+    from queues.simulation.load import job
+
+    page = signed_in(users["member_a"]).get("/")
+    assert b"Not reconciled yet" in page.content
+    call_command("seed_demo", "--quiet-logins", stdout=StringIO())
+    backend = SimulatedBackend()
+    reconcile(backend)
+    backend.create(job("research", "train", "research", 8, runtime=600))
+    SimulatedKueue(backend).tick(time.time())
+    sync_workloads(backend)
+    snapshot_cluster(backend)
+
+    page = signed_in(users["member_a"]).get("/")
+    text = page.content.decode()
+    assert "Last reconcile <strong>succeeded</strong>" in text
+    assert re.search(r"<td>research</td><td>h100-ondemand</td><td>8</td><td>24</td>", text)
+    assert "Admitted: <strong>1</strong>" in text
+    assert "research/job-train" in text

@@ -96,6 +96,7 @@ class _Target:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, and chunked watch streams
+    disable_nagle_algorithm = True  # else a delayed ACK stalls every small answer ~40 ms
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:

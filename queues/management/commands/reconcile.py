@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from queues.backends import get_backend
+from queues.backends.base import BackendError
 from queues.models import ReconcileRun
 from queues.reconcile import reconcile
 
@@ -22,7 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the run as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        backend = get_backend()
+        try:
+            backend = get_backend()
+        except BackendError as exc:
+            raise CommandError(str(exc)) from exc
         run = reconcile(
             backend,
             trigger=ReconcileRun.Trigger.PLAN if options["plan"] else ReconcileRun.Trigger.MANUAL,
