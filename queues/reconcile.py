@@ -130,7 +130,9 @@ def _execute(backend: ClusterBackend, change: Change, counter: _Counter, retry_b
         assert change.desired is not None
         desired = change.desired
         with_retries(
-            counted(lambda: backend.apply(desired, force=True)), base=retry_base, on_retry=retried
+            counted(lambda: backend.apply(desired, force=change.force)),
+            base=retry_base,
+            on_retry=retried,
         )
     elif change.action == DRAIN:
         body = _drain_body(change)
@@ -149,13 +151,18 @@ def _dry_run_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun) -> Non
     """Send each create/update/drain to the server as a dry run (nothing is
     persisted): the plan then also shows what the API server would refuse
     (schema, CEL rules, webhooks) before anyone applies it."""
+    new_namespaces = {c.name for c in plan.changes if c.action == CREATE and c.kind == "Namespace"}
     for change in plan.changes:
         if change.action not in (CREATE, UPDATE, DRAIN):
+            continue
+        if change.namespace in new_namespaces:
+            # The server would answer 404: the namespace only exists once applied.
+            change.note = change.note or "not dry-run: its namespace is created by this plan"
             continue
         body = _drain_body(change) if change.action == DRAIN else change.desired
         assert body is not None
         try:
-            backend.apply(body, force=True, dry_run=True)
+            backend.apply(body, force=change.force, dry_run=True)
         except BackendError as exc:
             run.errors.append(
                 {
@@ -283,6 +290,7 @@ def _run(backend: ClusterBackend, run: ReconcileRun, dry_run: bool) -> None:
             )
         if dry_run:
             _dry_run_plan(backend, plan, run)
+            run.changes = [c.as_dict() for c in plan.changes if c.action != "unchanged"]
             break
         _apply_plan(backend, plan, run, counter, retry_base)
         if policy_version() == version:

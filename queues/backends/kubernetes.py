@@ -213,22 +213,35 @@ class KubernetesBackend:
         if dry_run:
             kwargs["dry_run"] = "All"
         body = dict(obj)
-        if rtype.group and rtype.namespaced:
-            response = _call(
-                what,
-                lambda: self.custom.patch_namespaced_custom_object(
-                    rtype.group, rtype.version, namespace or "", rtype.plural, name, body, **kwargs
-                ),
-            )
-        elif rtype.group:
-            response = _call(
-                what,
-                lambda: self.custom.patch_cluster_custom_object(
-                    rtype.group, rtype.version, rtype.plural, name, body, **kwargs
-                ),
-            )
-        else:
-            response = _call(what, lambda: self.core.patch_namespace(name, body, **kwargs))
+        try:
+            if rtype.group and rtype.namespaced:
+                response = _call(
+                    what,
+                    lambda: self.custom.patch_namespaced_custom_object(
+                        rtype.group,
+                        rtype.version,
+                        namespace or "",
+                        rtype.plural,
+                        name,
+                        body,
+                        **kwargs,
+                    ),
+                )
+            elif rtype.group:
+                response = _call(
+                    what,
+                    lambda: self.custom.patch_cluster_custom_object(
+                        rtype.group, rtype.version, rtype.plural, name, body, **kwargs
+                    ),
+                )
+            else:
+                response = _call(what, lambda: self.core.patch_namespace(name, body, **kwargs))
+        except BackendError as exc:
+            if exc.status == 409 and not force:
+                # An unforced apply's 409 is a field another manager owns: retrying
+                # changes nothing, the owner has to give the field up.
+                exc.transient = False
+            raise
         return self._complete(_json(response), rtype)
 
     def delete(self, rtype: ResourceType, name: str, namespace: str | None = None) -> None:

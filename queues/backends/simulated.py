@@ -19,6 +19,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from queues.backends.base import (
+    FIELD_MANAGER,
     TYPES,
     BackendError,
     ResourceType,
@@ -39,6 +40,38 @@ def _strip_server_fields(body: dict[str, Any]) -> dict[str, Any]:
         if k not in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields")
     }
     return {**body, "metadata": metadata}
+
+
+def _identity(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: metadata[k] for k in ("name", "namespace") if k in metadata}
+
+
+def _applied_keys(body: Mapping[str, Any]) -> dict[str, set[str]]:
+    """The label and annotation keys Berth's last apply set (its managedFields)."""
+    keys: dict[str, set[str]] = {"labels": set(), "annotations": set()}
+    for entry in body.get("metadata", {}).get("managedFields") or []:
+        if entry.get("manager") != FIELD_MANAGER or entry.get("operation") != "Apply":
+            continue
+        fields = entry.get("fieldsV1", {}).get("f:metadata", {})
+        for part in keys:
+            keys[part] |= {key[2:] for key in fields.get(f"f:{part}", {})}
+    return keys
+
+
+def _managed_fields(obj: Mapping[str, Any], metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
+    fields: dict[str, Any] = {}
+    for part in ("labels", "annotations"):
+        if metadata.get(part):
+            fields[f"f:{part}"] = {f"f:{key}": {} for key in sorted(metadata[part])}
+    return [
+        {
+            "manager": FIELD_MANAGER,
+            "operation": "Apply",
+            "apiVersion": obj["apiVersion"],
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": fields},
+        }
+    ]
 
 
 class SimulatedBackend:
@@ -101,8 +134,9 @@ class SimulatedBackend:
     def apply(
         self, obj: Mapping[str, Any], *, force: bool, dry_run: bool = False
     ) -> dict[str, Any]:
-        """Create, or replace what Berth sets (spec, value, labels, annotations),
-        keeping the status the cluster keeps."""
+        """Create, or replace what Berth sets (spec, value, its labels and
+        annotations), keeping the status and other managers' labels. Unforced,
+        a label another manager set to a different value is a 409 conflict."""
         body = _strip_server_fields(dict(obj))
         metadata = body["metadata"]
         if obj["kind"] not in TYPES:
@@ -115,17 +149,35 @@ class SimulatedBackend:
                 )
                 .first()
             )
-            if row is None:
-                merged = body
-            else:
-                merged = dict(row.body)
-                merged["metadata"] = {
-                    **row.body["metadata"],
-                    "labels": metadata.get("labels", {}),
-                    "annotations": metadata.get("annotations", {}),
+            owned = _applied_keys(row.body) if row else {"labels": set(), "annotations": set()}
+            existing = row.body if row else {"metadata": {}}
+            merged = dict(existing) if row else dict(body)
+            merged_metadata = {**existing["metadata"], **_identity(metadata)}
+            for part in ("labels", "annotations"):
+                current = dict(existing["metadata"].get(part) or {})
+                applied = dict(metadata.get(part) or {})
+                foreign = {
+                    key
+                    for key, value in applied.items()
+                    if key in current and current[key] != value and key not in owned[part]
                 }
-                if not merged["metadata"]["annotations"]:
-                    merged["metadata"].pop("annotations")
+                if foreign and not force:
+                    raise BackendError(
+                        f"apply {obj['kind']} {metadata['name']}: Apply failed with "
+                        f"{len(foreign)} conflict(s): {part} {', '.join(sorted(foreign))} "
+                        "owned by another manager",
+                        status=409,
+                        reason="Conflict",
+                    )
+                # Like server-side apply: what Berth applied before and no longer
+                # applies goes; what other managers set stays.
+                kept = {k: v for k, v in current.items() if k not in owned[part]}
+                merged_metadata[part] = {**kept, **applied}
+                if not merged_metadata[part]:
+                    merged_metadata.pop(part)
+            merged_metadata["managedFields"] = _managed_fields(obj, metadata)
+            merged["metadata"] = merged_metadata
+            if row is not None:
                 for key in ("spec", "value"):
                     if key in body:
                         if key == "spec" and merged.get("spec") != body["spec"]:
@@ -133,7 +185,7 @@ class SimulatedBackend:
                                 int(merged["metadata"].get("generation", 1)) + 1
                             )
                         merged[key] = body[key]
-                    else:
+                    elif force:
                         merged.pop(key, None)
             if dry_run:
                 return merged

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from queues.kueue.render import MANAGED_BY, MANAGER, POLICY_HASH, identity
+from queues.kueue.render import MANAGED_BY, MANAGER, POLICY_HASH, TEAM_LABEL, identity
 
 Identity = tuple[str, str, str]
 
@@ -47,6 +47,9 @@ class Change:
     fields: list[str] = field(default_factory=list)  # paths that differ
     drift: bool = False  # the cluster's copy was edited behind Berth's back
     note: str = ""
+    # Server-side apply takes fields over from other managers only on objects
+    # Berth owns; on someone else's namespace it adds its label, or fails.
+    force: bool = True
 
     @property
     def identity(self) -> Identity:
@@ -135,6 +138,35 @@ def holds_workloads(obj: Mapping[str, Any]) -> bool:
     )
 
 
+def _adopt_namespace(desired: Mapping[str, Any], current: dict[str, Any]) -> Change:
+    """A team namespace that exists already (created by a cluster admin or
+    another tool) keeps its owner: Berth only adds its team label, which the
+    ClusterQueue's namespaceSelector matches, never its ownership labels."""
+    name = desired["metadata"]["name"]
+    team = desired["metadata"]["labels"][TEAM_LABEL]
+    has = current.get("metadata", {}).get("labels", {}).get(TEAM_LABEL)
+    body = {
+        "apiVersion": desired["apiVersion"],
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {TEAM_LABEL: team}},
+    }
+    note = "not Berth's namespace: only its team label is Berth's"
+    if has == team:
+        return Change(UNCHANGED, "Namespace", "", name, desired=body, actual=current, note=note)
+    return Change(
+        UPDATE,
+        "Namespace",
+        "",
+        name,
+        desired=body,
+        actual=current,
+        fields=[f"metadata.labels.{TEAM_LABEL}"],
+        drift=has is not None,
+        note=note,
+        force=False,
+    )
+
+
 def make_plan(desired: Iterable[Mapping[str, Any]], actual: Iterable[Mapping[str, Any]]) -> Plan:
     """``actual``: every object of the kinds Berth renders, managed or not."""
     wanted = {identity(obj): dict(obj) for obj in desired}
@@ -145,6 +177,9 @@ def make_plan(desired: Iterable[Mapping[str, Any]], actual: Iterable[Mapping[str
         current = present.get(key)
         if current is None:
             changes.append(Change(CREATE, kind, namespace, name, desired=obj))
+            continue
+        if not is_managed(current) and kind == "Namespace":
+            changes.append(_adopt_namespace(obj, current))
             continue
         if not is_managed(current):
             changes.append(

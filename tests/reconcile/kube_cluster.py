@@ -41,18 +41,19 @@ class KubeCluster:
     ) -> None:
         obj = self._stored(kind, name, namespace)
         change(obj)
-        self.server.put_object(obj)
+        self.server.put_object(obj, field_manager="kubectl-edit")
 
     def add_foreign(self, obj: dict[str, Any]) -> None:
-        self.server.put_object(copy.deepcopy(obj))
+        self.server.put_object(copy.deepcopy(obj), field_manager="kubectl-create")
 
     def set_status(self, kind: str, name: str, status: dict[str, Any], namespace: str = "") -> None:
         obj = self._stored(kind, name, namespace)
         obj["status"] = status
-        self.server.put_object(obj)
+        self.server.put_object(obj, field_manager="kueue-controller")
 
     def writes(self) -> int:
-        return len(self.server.write_calls())
+        # A server-side dry run is a PATCH that persists nothing: not a write.
+        return len([c for c in self.server.write_calls() if c.query.get("dryRun") != "All"])
 
     def expire_history(self) -> None:
         self.server.expire_watches()

@@ -9,6 +9,7 @@ import pytest
 
 from queues import services
 from queues.kueue.plan import MANAGED_BY
+from queues.kueue.render import TEAM_LABEL
 from queues.models import (
     ClusterQueue,
     Cohort,
@@ -191,3 +192,52 @@ def test_namespaces_are_never_deleted(cluster: ClusterUnderTest, policy: None) -
     run = reconcile(cluster.backend)
     assert {"research", "research-2"} <= names(cluster, "Namespace")
     assert any(c["kind"] == "Namespace" and c["action"] == "keep" for c in run.changes)
+
+
+def test_an_existing_team_namespace_gets_only_the_team_label(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    cluster.add_foreign(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": "research",
+                "labels": {"owner": "infra", "app.kubernetes.io/managed-by": "helm"},
+            },
+        }
+    )
+    run = reconcile(cluster.backend)
+    assert run.status == ReconcileRun.Status.SUCCEEDED, run.errors
+    [research] = [n for n in cluster.objects("Namespace") if n["metadata"]["name"] == "research"]
+    # Its owner's labels stay; Berth claims nothing but the label its queues select on.
+    assert research["metadata"]["labels"] == {
+        "owner": "infra",
+        "app.kubernetes.io/managed-by": "helm",
+        TEAM_LABEL: "research",
+    }
+    assert ("research", "research") in {
+        (q["metadata"]["namespace"], q["metadata"]["name"]) for q in cluster.objects("LocalQueue")
+    }
+    writes = cluster.writes()
+    assert reconcile(cluster.backend).write_calls == 0 and cluster.writes() == writes
+
+
+def test_a_team_label_set_by_someone_else_is_a_conflict_not_overwritten(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    cluster.add_foreign(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "research", "labels": {TEAM_LABEL: "serving"}},
+        }
+    )
+    run = reconcile(cluster.backend)
+    assert run.status == ReconcileRun.Status.PARTIAL
+    [error] = run.errors
+    assert (error["kind"], error["name"], error["transient"]) == ("Namespace", "research", False)
+    assert "409" in error["message"] or "conflict" in error["message"].lower()
+    assert run.retries == 0
+    [research] = [n for n in cluster.objects("Namespace") if n["metadata"]["name"] == "research"]
+    assert research["metadata"]["labels"][TEAM_LABEL] == "serving"
