@@ -233,7 +233,9 @@ SPECTACULAR_SETTINGS = {
 # Celery. No broker configured means embedded: tasks run in-process, eagerly.
 _broker = env.raw("CELERY_BROKER_URL")
 CELERY_EMBEDDED = not _broker
-CELERY_BROKER_URL = parse_broker_url("CELERY_BROKER_URL", _broker) if _broker else "memory://localhost/"
+CELERY_BROKER_URL = (
+    parse_broker_url("CELERY_BROKER_URL", _broker) if _broker else "memory://localhost/"
+)
 CELERY_TASK_ALWAYS_EAGER = CELERY_EMBEDDED
 # Berth's own queue name, so two installations can share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env.text("BERTH_CELERY_QUEUE", "berth")
