@@ -12,13 +12,15 @@ server's message and does not stop the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
+from queues.backends import get_backend
 from queues.backends.base import (
     POLICY_KINDS,
     TYPES,
@@ -28,12 +30,23 @@ from queues.backends.base import (
 )
 from queues.backends.retry import with_retries
 from queues.kueue.bundle import current_bundle
-from queues.kueue.plan import CONFLICT, CREATE, DELETE, DRAIN, UPDATE, Change, Plan, make_plan
+from queues.kueue.plan import (
+    CONFLICT,
+    CREATE,
+    DELETE,
+    DRAIN,
+    UPDATE,
+    Change,
+    Plan,
+    make_plan,
+    satisfies,
+)
 from queues.kueue.render import KUEUE_VERSION, render
 from queues.locks import try_lock
 from queues.models import DriftRecord, PolicyChange, ReconcileRun
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 LOCK = "berth.reconcile"
 # Passes in one run when the policy keeps changing while it applies.
 MAX_PASSES = 3
@@ -76,22 +89,43 @@ def desired_objects() -> list[dict[str, Any]]:
     return render(current_bundle())
 
 
-def actual_objects(backend: ClusterBackend) -> list[dict[str, Any]]:
+class _Calls:
+    """Cluster calls of one run, retried when the error is transient (reads too:
+    one 503 on a list must not fail the run), and counted."""
+
+    def __init__(self, retry_base: float | None = None) -> None:
+        self.base = float(
+            retry_base if retry_base is not None else settings.BERTH_RECONCILE_RETRY_BASE
+        )
+        self.writes = 0
+        self.retries = 0
+
+    def _retried(self, exc: BackendError) -> None:
+        self.retries += 1
+        log.warning("retrying after a transient error: %s", exc)
+
+    def read(self, fn: Callable[[], T]) -> T:
+        return with_retries(fn, base=self.base, on_retry=self._retried)
+
+    def write(self, fn: Callable[[], T]) -> T:
+        def counted() -> T:
+            self.writes += 1
+            return fn()
+
+        return with_retries(counted, base=self.base, on_retry=self._retried)
+
+
+def actual_objects(backend: ClusterBackend, calls: _Calls | None = None) -> list[dict[str, Any]]:
+    calls = calls or _Calls()
     objects: list[dict[str, Any]] = []
     for kind in POLICY_KINDS:
-        items, _ = backend.list(TYPES[kind])
+        items, _ = calls.read(partial(backend.list, TYPES[kind]))
         objects.extend(items)
     return objects
 
 
-def compute_plan(backend: ClusterBackend) -> Plan:
-    return make_plan(desired_objects(), actual_objects(backend))
-
-
-class _Counter:
-    def __init__(self) -> None:
-        self.writes = 0
-        self.retries = 0
+def compute_plan(backend: ClusterBackend, calls: _Calls | None = None) -> Plan:
+    return make_plan(desired_objects(), actual_objects(backend, calls))
 
 
 def _drain_body(change: Change) -> dict[str, Any]:
@@ -112,39 +146,52 @@ def _drain_body(change: Change) -> dict[str, Any]:
     }
 
 
-def _execute(backend: ClusterBackend, change: Change, counter: _Counter, retry_base: float) -> None:
-    def counted(fn: Callable[[], Any]) -> Callable[[], Any]:
-        def call() -> Any:
-            counter.writes += 1
-            return fn()
+def _versioned(body: Mapping[str, Any], version: str | None) -> dict[str, Any]:
+    metadata = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
+    if version:
+        metadata["resourceVersion"] = version
+    return {**body, "metadata": metadata}
 
-        return call
 
-    def retried(exc: BackendError) -> None:
-        counter.retries += 1
-        log.warning("retrying after a transient error: %s", exc)
+def _apply_update(
+    backend: ClusterBackend, change: Change, body: dict[str, Any], calls: _Calls
+) -> None:
+    """Apply an update on the resourceVersion the plan saw. A timed-out attempt
+    the server finishes late then fails its precondition instead of undoing a
+    newer write; on a 409 Berth re-reads the object: done if it already holds
+    the intent, else it retries on the fresh version."""
+    version = [(change.actual or {}).get("metadata", {}).get("resourceVersion")]
+    rtype = TYPES[change.kind]
 
+    def attempt() -> None:
+        try:
+            backend.apply(_versioned(body, version[0]), force=True)
+        except BackendError as exc:
+            if exc.status != 409:
+                raise
+            current = backend.get(rtype, change.name, change.namespace or None)
+            if current is not None and satisfies(body, current):
+                return
+            version[0] = (current or {}).get("metadata", {}).get("resourceVersion")
+            raise BackendError(str(exc), status=409, reason=exc.reason, transient=True) from exc
+
+    calls.write(attempt)
+
+
+def _execute(backend: ClusterBackend, change: Change, calls: _Calls) -> None:
     rtype = TYPES[change.kind]
     namespace = change.namespace or None
-    if change.action in (CREATE, UPDATE):
+    if change.action == CREATE or (change.action == UPDATE and not change.force):
         assert change.desired is not None
         desired = change.desired
-        with_retries(
-            counted(lambda: backend.apply(desired, force=change.force)),
-            base=retry_base,
-            on_retry=retried,
-        )
+        calls.write(lambda: backend.apply(desired, force=change.force))
+    elif change.action == UPDATE:
+        assert change.desired is not None
+        _apply_update(backend, change, change.desired, calls)
     elif change.action == DRAIN:
-        body = _drain_body(change)
-        with_retries(
-            counted(lambda: backend.apply(body, force=True)), base=retry_base, on_retry=retried
-        )
+        _apply_update(backend, change, _drain_body(change), calls)
     elif change.action == DELETE:
-        with_retries(
-            counted(lambda: backend.delete(rtype, change.name, namespace)),
-            base=retry_base,
-            on_retry=retried,
-        )
+        calls.write(lambda: backend.delete(rtype, change.name, namespace))
 
 
 def _dry_run_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun) -> None:
@@ -176,9 +223,7 @@ def _dry_run_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun) -> Non
             )
 
 
-def _apply_plan(
-    backend: ClusterBackend, plan: Plan, run: ReconcileRun, counter: _Counter, retry_base: float
-) -> None:
+def _apply_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun, calls: _Calls) -> None:
     # Creates and updates in dependency order; deletions in reverse (LocalQueues
     # before their ClusterQueues, queues before the cohorts and flavors they name).
     upserts = [c for c in plan.changes if c.action in (CREATE, UPDATE, DRAIN)]
@@ -187,7 +232,7 @@ def _apply_plan(
     deletes.sort(key=lambda c: -order[c.kind])
     for change in [*upserts, *deletes]:
         try:
-            _execute(backend, change, counter, retry_base)
+            _execute(backend, change, calls)
         except BackendError as exc:
             run.errors.append(
                 {
@@ -267,19 +312,38 @@ def reconcile(
         return run
 
 
+def reconcile_configured_cluster(*, trigger: str, dry_run: bool = False) -> ReconcileRun:
+    """Reconcile the cluster the settings name. One Berth cannot even connect to
+    (no kubeconfig, unknown context) is recorded as a failed run that says why,
+    like any other failure, rather than an error nobody sees."""
+    try:
+        backend = get_backend()
+    except BackendError as exc:
+        run = ReconcileRun.objects.create(
+            trigger=trigger,
+            backend=str(settings.BERTH_CLUSTER),
+            dry_run=dry_run,
+            status=ReconcileRun.Status.FAILED,
+            finished_at=timezone.now(),
+            message=str(exc),
+        )
+        log.error("%s: %s", run, run.message)
+        return run
+    return reconcile(backend, trigger=trigger, dry_run=dry_run)
+
+
 def _run(backend: ClusterBackend, run: ReconcileRun, dry_run: bool) -> None:
-    versions = backend.kueue_versions()
+    calls = _Calls()
+    versions = calls.read(backend.kueue_versions)
     if KUEUE_VERSION not in versions:
         raise KueueNotInstalled(
             f"the cluster serves Kueue {', '.join(versions)} but Berth needs {KUEUE_VERSION} "
             "(Kueue 0.16 or newer)"
         )
-    counter = _Counter()
-    retry_base = float(getattr(settings, "BERTH_RECONCILE_RETRY_BASE", 0.5))
     for _ in range(MAX_PASSES):
         version = policy_version()
         run.errors = []  # a later pass retries what failed; only its errors stand
-        plan = compute_plan(backend)
+        plan = compute_plan(backend, calls)
         run.policy_version = version
         run.changes = [c.as_dict() for c in plan.changes if c.action != "unchanged"]
         run.unchanged = len(plan.by_action("unchanged"))
@@ -292,11 +356,11 @@ def _run(backend: ClusterBackend, run: ReconcileRun, dry_run: bool) -> None:
             _dry_run_plan(backend, plan, run)
             run.changes = [c.as_dict() for c in plan.changes if c.action != "unchanged"]
             break
-        _apply_plan(backend, plan, run, counter, retry_base)
+        _apply_plan(backend, plan, run, calls)
         if policy_version() == version:
             break
-    run.write_calls = counter.writes
-    run.retries = counter.retries
+    run.write_calls = calls.writes
+    run.retries = calls.retries
     if run.errors:
         run.status = ReconcileRun.Status.PARTIAL
         run.message = run.message or f"{len(run.errors)} object(s) failed; see errors"

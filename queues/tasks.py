@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from queues.backends import get_backend
 from queues.models import ReconcileRun
-from queues.reconcile import applied_policy_version, policy_version, reconcile, recover_lost_runs
+from queues.reconcile import (
+    applied_policy_version,
+    policy_version,
+    reconcile_configured_cluster,
+    recover_lost_runs,
+)
 from queues.simulation.runner import step
 
 
@@ -15,7 +19,7 @@ from queues.simulation.runner import step
 def reconcile_policy(trigger: str = ReconcileRun.Trigger.POLICY_CHANGE) -> int:
     """Bring the cluster in line with the policy; level-based, so a repeat or a
     run after a crash converges to the same state. Returns the run's id."""
-    return int(reconcile(get_backend(), trigger=trigger).pk)
+    return int(reconcile_configured_cluster(trigger=trigger).pk)
 
 
 @shared_task(name="queues.tasks.sweep_reconcile", acks_late=True, ignore_result=True)
@@ -33,7 +37,7 @@ def sweep_reconcile() -> bool:
 @shared_task(name="queues.tasks.plan_policy", acks_late=True)
 def plan_policy() -> int:
     """Compute (not apply) the changes a reconcile would make, for the API."""
-    return int(reconcile(get_backend(), trigger=ReconcileRun.Trigger.PLAN, dry_run=True).pk)
+    return int(reconcile_configured_cluster(trigger=ReconcileRun.Trigger.PLAN, dry_run=True).pk)
 
 
 @shared_task(name="queues.tasks.step_simulated_cluster", acks_late=True, ignore_result=True)

@@ -31,6 +31,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
+def queue_class_templates(db: Any) -> None:
+    """The queue classes the data migration makes. A transactional test's flush
+    removes them for the tests after it; this puts back what is missing, with no
+    history and no reconcile, so the test starts as on a fresh database."""
+    from queues.models import QueueClass
+    from queues.queue_class_templates import QUEUE_CLASS_TEMPLATES
+
+    for template in QUEUE_CLASS_TEMPLATES:
+        QueueClass.objects.get_or_create(name=template["name"], defaults=template)
+
+
+@pytest.fixture
 def users(db: Any) -> dict[str, Any]:
     """One user per role, around two teams (alpha, beta)."""
     return factories.role_users()

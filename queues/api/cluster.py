@@ -5,13 +5,16 @@ enqueue (in the embedded mode tasks run in-process)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
-from django.http import HttpResponse
+import yaml
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -67,18 +70,42 @@ class ReconcileRunViewSet(
     ordering_fields = ["started_at"]
 
 
+class YamlDocumentsRenderer(BaseRenderer):
+    """A list of objects as multi-document YAML (what ``kubectl apply -f`` reads);
+    anything else (an error body) as one YAML document."""
+
+    media_type = "application/yaml"
+    format = "yaml"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        if isinstance(data, list):
+            return to_yaml_documents(data).encode()
+        # Error bodies hold DRF's str subclasses: make them plain JSON types first.
+        plain = json.loads(JSONRenderer().render(data))
+        return yaml.safe_dump(plain, sort_keys=False).encode()
+
+
 class ManifestsView(APIView):
-    """The whole rendered bundle: ``application/yaml`` (multi-document), or JSON
-    with ``?format=json``."""
+    """The whole rendered bundle: ``application/yaml`` (multi-document) by
+    default, JSON with ``Accept: application/json`` or ``?format=json``."""
 
     permission_classes = [IsAuthenticated]
+    renderer_classes = [YamlDocumentsRenderer, JSONRenderer]
 
-    @extend_schema(responses={(200, "application/yaml"): OpenApiTypes.STR})
-    def get(self, request: Request) -> Any:
-        objects = desired_objects()
-        if request.query_params.get("format") == "json":
-            return Response(objects)
-        return HttpResponse(to_yaml_documents(objects), content_type="application/yaml")
+    @extend_schema(
+        responses={
+            (200, "application/yaml"): OpenApiTypes.STR,
+            (200, "application/json"): OpenApiTypes.OBJECT,
+        }
+    )
+    def get(self, request: Request) -> Response:
+        return Response(desired_objects())
 
 
 class PlanView(APIView):

@@ -67,12 +67,20 @@ class BackendError(Exception):
     5xx, timeouts, refused connections); others (a 4xx validation error) are not."""
 
     def __init__(
-        self, message: str, *, status: int | None = None, reason: str = "", transient: bool = False
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        transient: bool = False,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.transient = transient
+        # Seconds the server asked the client to wait (Retry-After on a 429/503).
+        self.retry_after = retry_after
 
 
 class KueueNotInstalled(BackendError):

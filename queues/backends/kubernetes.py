@@ -51,8 +51,18 @@ def _error(exc: Exception, what: str) -> BackendError:
             status=status,
             reason=reason,
             transient=status in TRANSIENT_STATUS,
+            retry_after=_retry_after(exc),
         )
     return BackendError(f"{what}: {exc.__class__.__name__}: {exc}", transient=True)
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: rare from an API server; the backoff applies
 
 
 def _call(what: str, fn: Callable[[], T]) -> T:

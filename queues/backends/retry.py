@@ -31,5 +31,7 @@ def with_retries(
                 raise
             if on_retry is not None:
                 on_retry(exc)
-            sleep(random.uniform(0, min(cap, base * 2**attempt)))
+            wait = random.uniform(0, min(cap, base * 2**attempt))
+            # The server's Retry-After is a floor (within the cap), not a suggestion.
+            sleep(max(wait, min(cap, exc.retry_after or 0.0)))
     raise AssertionError("unreachable")  # pragma: no cover

@@ -149,6 +149,16 @@ class SimulatedBackend:
                 )
                 .first()
             )
+            expected = obj["metadata"].get("resourceVersion")
+            if row is not None and expected and str(row.resource_version) != str(expected):
+                raise BackendError(
+                    f"apply {obj['kind']} {metadata['name']}: Operation cannot be fulfilled: "
+                    "the object has been modified; please apply your changes to the latest "
+                    "version and try again",
+                    status=409,
+                    reason="Conflict",
+                    transient=True,
+                )
             owned = _applied_keys(row.body) if row else {"labels": set(), "annotations": set()}
             existing = row.body if row else {"metadata": {}}
             merged = dict(existing) if row else dict(body)

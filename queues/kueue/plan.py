@@ -130,6 +130,11 @@ def _compared(obj: Mapping[str, Any]) -> dict[str, Any]:
     return part
 
 
+def satisfies(desired: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
+    """The cluster's copy holds every field and label Berth sets, as Berth sets it."""
+    return not differences(_compared(desired), actual)
+
+
 def holds_workloads(obj: Mapping[str, Any]) -> bool:
     """Whether a queue still has workloads, from the status Kueue keeps."""
     status = obj.get("status") or {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from queues.models import PolicyChange
 # rare, and whole-tree invariants (no cohort cycle, generated LocalQueues in step
 # with teams and queues) then hold without reasoning about interleavings.
 POLICY_LOCK_KEY = zlib.crc32(b"berth.policy.write")
+log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=models.Model)
 
@@ -41,13 +43,19 @@ def policy_write() -> Iterator[None]:
 
 
 def _request_reconcile() -> None:
+    """The change is committed whatever happens here: a reconcile that cannot
+    be queued or started (broker down, cluster misconfigured) is logged, and
+    the periodic reconcile and the sweeper catch up."""
     from django.conf import settings
 
     if not settings.BERTH_RECONCILE_ON_CHANGE:
         return
     from queues.tasks import reconcile_policy
 
-    reconcile_policy.delay("policy-change")
+    try:
+        reconcile_policy.delay("policy-change")
+    except Exception:
+        log.exception("policy stored, but its reconcile could not be started")
 
 
 def record_change(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -16,6 +14,7 @@ from django.utils import timezone
 from accounts.models import AccessDenial
 from accounts.tasks import prune_access_denials
 from controlplane.celery import app
+from tests.celery_broker import redis_queue
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -23,28 +22,20 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def redis_worker() -> Iterator[None]:
     """A worker thread consuming from Redis, on a queue private to this test run."""
-    redis_url = os.environ.get("REDIS_URL")
-    if not redis_url:
-        pytest.fail("REDIS_URL is not set: run `make test`, which provides Redis")
-    saved = {
-        key: app.conf[key] for key in ("broker_url", "task_always_eager", "task_default_queue")
-    }
-    queue = f"berth-test-{uuid.uuid4().hex[:8]}"
-    app.conf.update(broker_url=redis_url, task_always_eager=False, task_default_queue=queue)
-    try:
-        # Berth's tasks keep no results (state lives in PostgreSQL), so the test
-        # watches the database instead of waiting on a result backend.
-        with start_worker(
+    # Berth's tasks keep no results (state lives in PostgreSQL), so the test
+    # watches the database instead of waiting on a result backend.
+    with (
+        redis_queue() as (_, queue),
+        start_worker(
             app,
             pool="solo",
             loglevel="WARNING",
             perform_ping_check=False,
             queues=[queue],
             shutdown_timeout=30,
-        ):
-            yield
-    finally:
-        app.conf.update(saved)
+        ),
+    ):
+        yield
 
 
 def wait_until(condition: Any, what: str, seconds: float = 30) -> None:

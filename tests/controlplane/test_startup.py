@@ -81,7 +81,7 @@ def test_no_variables_means_embedded(tmp_path: Path) -> None:
         "engine": "django.db.backends.sqlite3",
         "db": str(tmp_path / "data" / "berth.sqlite3"),
         "eager": True,
-        "broker": "memory://",
+        "broker": "memory://localhost/",
         "cluster": "simulated",
     }
     key_file = tmp_path / "data" / "secret_key"

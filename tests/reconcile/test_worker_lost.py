@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,10 @@ import pytest
 import yaml
 from django.conf import settings
 
-from controlplane.celery import app
 from queues.models import ReconcileRun
 from queues.reconcile import desired_objects
 from queues.tasks import reconcile_policy, sweep_reconcile
+from tests.celery_broker import redis_queue
 from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
 from tests.kube.apiserver import FakeApiServer
 
@@ -63,16 +62,8 @@ def server(tmp_path: Path) -> Iterator[tuple[FakeApiServer, Path]]:
 @pytest.fixture
 def queue() -> Iterator[str]:
     """Tasks from this test go to a Redis queue private to it."""
-    redis_url = os.environ.get("REDIS_URL")
-    if not redis_url:
-        pytest.fail("REDIS_URL is not set: run `make test`, which provides Redis")
-    name = f"berth-test-{uuid.uuid4().hex[:8]}"
-    saved = {k: app.conf[k] for k in ("broker_url", "task_always_eager", "task_default_queue")}
-    app.conf.update(broker_url=redis_url, task_always_eager=False, task_default_queue=name)
-    try:
+    with redis_queue() as (_, name):
         yield name
-    finally:
-        app.conf.update(saved)
 
 
 def start_worker(kubeconfig: Path, queue: str, log: Path) -> subprocess.Popen[bytes]:
