@@ -12,7 +12,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections
 
-from jobs.sync import snapshot_cluster, sync_workloads
+from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads
 from queues.backends import get_backend
 from queues.models import ReconcileRun
 from queues.reconcile import applied_policy_version, policy_version, reconcile
@@ -36,6 +36,7 @@ class EmbeddedLoop(threading.Thread):
             self.last_reconcile = time.monotonic()
         step()
         sync_workloads(backend)
+        sync_queue_status(backend)
         if time.monotonic() - self.last_snapshot > settings.BERTH_SYNC_INTERVAL:
             snapshot_cluster(backend)
             self.last_snapshot = time.monotonic()

@@ -129,6 +129,33 @@ class QueueSnapshot(models.Model):
         return f"{self.cluster_queue}/{self.flavor}/{self.resource} @ {self.at}"
 
 
+class QueueStatus(models.Model):
+    """The current status of each ClusterQueue and LocalQueue, as Kueue reports
+    it (the snapshots keep the history)."""
+
+    kind = models.CharField(max_length=16)  # ClusterQueue or LocalQueue
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    cluster_queue = models.CharField(max_length=253, blank=True)
+    pending_workloads = models.PositiveIntegerField(default=0)
+    reserving_workloads = models.PositiveIntegerField(default=0)
+    admitted_workloads = models.PositiveIntegerField(default=0)
+    status = models.JSONField(default=dict)
+    observed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["kind", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "namespace", "name"], name="unique_queue_status"
+            )
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
 class CapacitySnapshot(models.Model):
     """Allocatable resources of the nodes each flavor selects, over time."""
 

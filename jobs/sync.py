@@ -23,6 +23,7 @@ from jobs.models import (
     CapacitySnapshot,
     EventType,
     QueueSnapshot,
+    QueueStatus,
     SyncCursor,
     WorkloadEvent,
     WorkloadRecord,
@@ -462,6 +463,43 @@ def snapshot_capacity(
             )
     CapacitySnapshot.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
+
+
+def sync_queue_status(backend: ClusterBackend, at: datetime | None = None) -> int:
+    """Mirror ClusterQueue and LocalQueue status; writes only what changed, and
+    drops queues that are gone. Returns how many rows were written."""
+    at = at or timezone.now()
+    written = 0
+    seen: set[tuple[str, str, str]] = set()
+    stored = {(q.kind, q.namespace, q.name): q for q in QueueStatus.objects.all()}
+    for kind in ("ClusterQueue", "LocalQueue"):
+        for obj in backend.list(TYPES[kind])[0]:
+            metadata = obj["metadata"]
+            key = (kind, metadata.get("namespace", ""), metadata["name"])
+            seen.add(key)
+            status = obj.get("status") or {}
+            fields = {
+                "cluster_queue": (obj.get("spec") or {}).get("clusterQueue", "")
+                if kind == "LocalQueue"
+                else metadata["name"],
+                "pending_workloads": int(status.get("pendingWorkloads") or 0),
+                "reserving_workloads": int(status.get("reservingWorkloads") or 0),
+                "admitted_workloads": int(status.get("admittedWorkloads") or 0),
+                "status": status,
+            }
+            row = stored.get(key)
+            if row is not None and all(getattr(row, k) == v for k, v in fields.items()):
+                continue
+            QueueStatus.objects.update_or_create(
+                kind=kind,
+                namespace=key[1],
+                name=key[2],
+                defaults={**fields, "observed_at": at},
+            )
+            written += 1
+    gone = [row.pk for key, row in stored.items() if key not in seen]
+    QueueStatus.objects.filter(pk__in=gone).delete()
+    return written
 
 
 def snapshot_cluster(backend: ClusterBackend, at: datetime | None = None) -> tuple[int, int]:

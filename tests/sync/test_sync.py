@@ -4,23 +4,33 @@ API-server double, through the same code."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs.models import CapacitySnapshot, EventType, QueueSnapshot, WorkloadEvent, WorkloadRecord
+from jobs.models import (
+    CapacitySnapshot,
+    EventType,
+    QueueSnapshot,
+    QueueStatus,
+    WorkloadEvent,
+    WorkloadRecord,
+)
 from jobs.models import WorkloadState as State
-from jobs.sync import snapshot_cluster, sync_workloads, watch_workloads
+from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads, watch_workloads
 from queues.backends.base import TYPES
 from tests.factories import team
 from tests.reconcile.clusters import ClusterUnderTest
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
-T0 = "2026-11-30T10:00:00Z"
-T1 = "2026-11-30T10:00:05Z"
-T2 = "2026-11-30T10:07:00Z"
+# Conditions come after the creationTimestamp the server stamps now, as on a
+# real cluster: a fixed date would fall before it once the calendar moves on.
+_BASE = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+T1 = (_BASE + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+T2 = (_BASE + timedelta(minutes=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def workload(name: str, gpus: int = 8, pods: int = 2) -> dict[str, Any]:
@@ -310,3 +320,56 @@ def test_snapshots_record_usage_borrowing_and_lending(research: ClusterUnderTest
     assert (rows["serving"].usage, rows["serving"].borrowed, rows["serving"].lent) == (2, 0, 4)
     capacity = {c.resource: (c.allocatable, c.nodes) for c in CapacitySnapshot.objects.all()}
     assert capacity == {"nvidia.com/gpu": (16, 2), "cpu": (384000, 2)}
+
+
+def test_queue_status_is_mirrored_only_when_it_changes(research: ClusterUnderTest) -> None:
+    research.add_foreign(
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "research"},
+            "spec": {"namespaceSelector": {}, "resourceGroups": []},
+        }
+    )
+    research.add_foreign(
+        {
+            "apiVersion": KUEUE,
+            "kind": "LocalQueue",
+            "metadata": {"name": "research", "namespace": "research"},
+            "spec": {"clusterQueue": "research"},
+        }
+    )
+    active = {"type": "Active", "status": "True", "reason": "Ready", "message": "Can admit"}
+    research.set_status(
+        "ClusterQueue",
+        "research",
+        {
+            "pendingWorkloads": 3,
+            "reservingWorkloads": 2,
+            "admittedWorkloads": 1,
+            "conditions": [active],
+        },
+    )
+    research.set_status(
+        "LocalQueue",
+        "research",
+        {"pendingWorkloads": 3, "admittedWorkloads": 1},
+        namespace="research",
+    )
+    assert sync_queue_status(research.backend) == 2
+    cq = QueueStatus.objects.get(kind="ClusterQueue", name="research")
+    assert (cq.pending_workloads, cq.reserving_workloads, cq.admitted_workloads) == (3, 2, 1)
+    assert cq.status["conditions"] == [active]
+    lq = QueueStatus.objects.get(kind="LocalQueue", namespace="research", name="research")
+    assert (lq.cluster_queue, lq.pending_workloads, lq.admitted_workloads) == ("research", 3, 1)
+
+    assert sync_queue_status(research.backend) == 0  # nothing changed, nothing written
+
+    research.set_status("ClusterQueue", "research", {"pendingWorkloads": 0, "admittedWorkloads": 4})
+    assert sync_queue_status(research.backend) == 1
+    cq.refresh_from_db()
+    assert (cq.pending_workloads, cq.admitted_workloads) == (0, 4)
+
+    research.backend.delete(TYPES["LocalQueue"], "research", "research")
+    sync_queue_status(research.backend)
+    assert not QueueStatus.objects.filter(kind="LocalQueue").exists()
