@@ -5,21 +5,25 @@ per flavor × resource, what was asked, what is available and why (nominal
 quota, what the cohort can lend, the borrowing limit); whether preemption was
 considered and why it found no victims; the workload's place in its queue;
 and suggestions: ask for less, use another flavor, wait for a named running
-workload, or change a quota. Every field is machine-readable; ``message`` is
-the same in plain English.
+workload, or change a quota. A workload that fits now is only promised the next
+cycle after that cycle has been rehearsed on a copy of the scheduler: an entry
+the cycle considers first (another queue's head, say) may take the capacity,
+and is then named. Every field is machine-readable; ``message`` is the same in
+plain English.
 
 Pure Python: no Django, no kubernetes client.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from queues.engine.assign import Assignment, Mode, QuotaCheck
 from queues.engine.messages import kubernetes_quantity
 from queues.engine.model import FlavorResource, Workload
-from queues.engine.scheduler import Scheduler
+from queues.engine.scheduler import CycleResult, Entry, Scheduler, Target
 
 
 @dataclass
@@ -57,6 +61,10 @@ class Explanation:
     skipped_flavors: dict[str, str] = field(default_factory=dict)
     preemption: dict[str, Any] = field(default_factory=dict)
     suggestions: list[Suggestion] = field(default_factory=list)
+    # For a workload that fits now: what the rehearsed next cycle does with it
+    # (``outcome``: admitted | quota-reserved | pending | not-considered), and
+    # ``taken_by``: the entries processed before it that took capacity it needs.
+    next_cycle: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,17 +128,125 @@ def explain(scheduler: Scheduler, key: str) -> Explanation:
         explanation.reason = (
             "Fits" if explanation.reason in ("Queued", "Fits") else explanation.reason
         )
-        explanation.message = (
-            f"Fits now; it is number {position} in ClusterQueue {queue_name} and will be "
-            "admitted when it reaches the head."
-            if position and position > 1
-            else "Fits now; it will be admitted in the next scheduling cycle."
-        )
+        if position and position > 1:
+            explanation.message = (
+                f"Fits now; it is number {position} in ClusterQueue {queue_name} and will be "
+                "admitted when it reaches the head."
+            )
+        else:
+            explanation.next_cycle = _rehearse(scheduler, key, assignment.usage)
+            explanation.message = _fits_sentence(explanation.next_cycle)
     else:
         explanation.preemption = _preemption(scheduler, workload, assignment)
         explanation.suggestions = _suggestions(scheduler, workload, assignment)
         explanation.message = _sentence(explanation)
     return explanation
+
+
+def _rehearse(scheduler: Scheduler, key: str, usage: dict[FlavorResource, int]) -> dict[str, Any]:
+    """Run the next scheduling cycle on a deep copy (parked workloads queued
+    again first, as Kueue does a moment after capacity changes) and report what
+    it does with ``key``; when it leaves it pending, name every entry processed
+    before it that reduced what is free to it in a flavor-resource it needs."""
+    trial = copy.deepcopy(scheduler)
+    trial.apply_unpark_requests()
+    queue = trial.workloads[key].cluster_queue
+    node = trial.tree.queues[queue]
+    needed = [fr for fr, amount in sorted(usage.items()) if amount]
+    takers: list[tuple[str, str, list[FlavorResource]]] = []
+    reached = False
+    process = trial._process
+
+    def watched(
+        entry: Entry, victims: dict[str, Target], admitted_now: set[str], result: CycleResult
+    ) -> None:
+        nonlocal reached
+        if entry.workload.key == key or reached:
+            reached = True
+            process(entry, victims, admitted_now, result)
+            return
+        before = {fr: node.available(fr) for fr in needed}
+        process(entry, victims, admitted_now, result)
+        taken = [fr for fr in needed if node.available(fr) < before[fr]]
+        if taken:
+            takers.append((entry.workload.key, entry.queue.name, taken))
+
+    # The copy is thrown away: watching its entries cannot change the real cycle.
+    trial._process = watched  # type: ignore[method-assign]
+    result = trial.cycle()
+    if key in result.admitted:
+        return {"outcome": "admitted", "reason": "Admitted", "taken_by": []}
+    if key in result.reserved:
+        waiting = sorted(trial.workloads[key].check_states)
+        return {
+            "outcome": "quota-reserved",
+            "reason": "QuotaReserved",
+            "admission_checks": waiting,
+            "taken_by": [],
+        }
+    if key not in result.evaluated:
+        return {"outcome": "not-considered", "reason": None, "taken_by": []}
+    pending = result.evaluated[key]
+    return {
+        "outcome": "pending",
+        "reason": pending.reason,
+        "message": pending.message,
+        "taken_by": [
+            {
+                "workload": taker,
+                "cluster_queue": taker_queue,
+                "outcome": _outcome(result, taker),
+                "flavor_resources": [{"flavor": f, "resource": r} for f, r in taken],
+            }
+            for taker, taker_queue, taken in takers
+        ],
+    }
+
+
+def _outcome(result: CycleResult, key: str) -> str:
+    if key in result.admitted:
+        return "admitted"
+    if key in result.reserved:
+        return "quota-reserved"
+    pending = result.evaluated.get(key)
+    if pending is not None and pending.reason == "WaitingForPreemptedWorkloads":
+        return "preempting"  # it holds the capacity while its victims stop
+    return "holding"  # a head waiting for preemption holds capacity for the cycle
+
+
+def _fits_sentence(next_cycle: dict[str, Any]) -> str:
+    outcome = next_cycle["outcome"]
+    if outcome == "admitted":
+        return "Fits now; it will be admitted in the next scheduling cycle."
+    if outcome == "quota-reserved":
+        checks = ", ".join(next_cycle["admission_checks"])
+        return (
+            "Fits now; quota will be reserved for it in the next scheduling cycle, then it "
+            f"waits for admission check(s) {checks}."
+        )
+    if outcome == "not-considered":
+        return (
+            "Fits now, but the next scheduling cycle does not consider it: it waits as "
+            "inadmissible until its queue is requeued after capacity in its cohort changes."
+        )
+    takers = next_cycle["taken_by"]
+    if not takers:
+        return (
+            "Fits now, but the next scheduling cycle leaves it pending "
+            f"({next_cycle['reason']}: {next_cycle['message']})."
+        )
+    named = []
+    for taker in takers:
+        where = ", ".join(
+            f"{p['resource']} in flavor {p['flavor']}" for p in taker["flavor_resources"]
+        )
+        queue, outcome = taker["cluster_queue"], taker["outcome"]
+        named.append(f"{taker['workload']} (ClusterQueue {queue}, {outcome}; {where})")
+    verb = "takes" if len(named) == 1 else "take"
+    return (
+        f"Fits now, but the next scheduling cycle considers {', '.join(named)} first, which "
+        f"{verb} the capacity it needs; it stays pending ({next_cycle['reason']})."
+    )
 
 
 def _shortfalls(

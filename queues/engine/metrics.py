@@ -77,10 +77,16 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
     classes: dict[str, Any] = {}
     for name in sorted({r.workload_class for r in records}):
         members = [r for r in records if r.workload_class == name]
+        reasons: dict[str, int] = {}
+        for record in members:
+            for reason, count in record.preemptions_by_reason.items():
+                reasons[reason] = reasons.get(reason, 0) + count
         classes[name] = {
             "workloads": len(members),
             "time_to_admission": wait_stats(members),
             "preemptions": sum(r.preemptions for r in members),
+            # The reasons the class's workloads were preempted (they were the victims).
+            "preemptions_by_reason": dict(sorted(reasons.items())),
             "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in members),
         }
     return {

@@ -47,6 +47,7 @@ class WorkloadRecord:
     first_admitted: float | None = None
     finished: float | None = None
     preemptions: int = 0
+    preemptions_by_reason: dict[str, int] = field(default_factory=dict)
     lost_seconds: float = 0.0  # of runtime redone after preemptions
     lost_gpu_seconds: float = 0.0
 
@@ -288,6 +289,7 @@ class Simulator:
         workload = self.scheduler.workloads[key]
         record = self.records[key]
         record.preemptions += 1
+        record.preemptions_by_reason[reason] = record.preemptions_by_reason.get(reason, 0) + 1
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
         by_queue = self.preemptions_by_queue[queue]
         by_queue[reason] = by_queue.get(reason, 0) + 1

@@ -3,11 +3,15 @@ help, and the smallest change that would let the workload in (no database)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from queues.engine.explain import explain
-from queues.engine.runner import run_cycles, scheduler_for
+from queues.engine.runner import report, run_cycles, scheduler_for
 from queues.engine.scenario import parse
+from queues.engine.scheduler import CycleResult
 
 GPU = "nvidia.com/gpu"
 
@@ -155,3 +159,41 @@ def test_start_estimate_brackets_the_running_workloads_remaining_time() -> None:
     assert estimate_start(scheduler, "default/stuck").latest is None
     # The scheduler's own state is untouched.
     assert scheduler.workloads["default/next"].admission is None
+
+
+def test_fits_now_is_promised_the_next_cycle_only_when_that_cycle_admits_it() -> None:
+    # After one cycle b-low has been preempted for p; both fit the freed GPUs, but
+    # the next cycle considers p first (it does not borrow) and p takes them.
+    path = Path(__file__).parent / "scenarios" / "preempt_reclaim_lower_priority.yaml"
+    document = yaml.safe_load(path.read_text())
+    for key in ("rule", "expect"):
+        document.pop(key)
+    scheduler = scheduler_for(parse(document, str(path)))
+    run_cycles(scheduler, until_stable=False)
+    before = report(scheduler, CycleResult())
+
+    winner = explain(scheduler, "default/p")
+    assert winner.next_cycle["outcome"] == "admitted"
+    assert winner.message == "Fits now; it will be admitted in the next scheduling cycle."
+
+    loser = explain(scheduler, "default/b-low")
+    assert "next scheduling cycle." not in loser.message
+    assert loser.next_cycle["outcome"] == "pending"
+    assert loser.next_cycle["reason"] == "WaitingForQuota"
+    assert loser.next_cycle["taken_by"] == [
+        {
+            "workload": "default/p",
+            "cluster_queue": "a",
+            "outcome": "admitted",
+            "flavor_resources": [{"flavor": "default", "resource": GPU}],
+        }
+    ]
+    assert "considers default/p (ClusterQueue a, admitted" in loser.message
+    assert loser.as_dict()["next_cycle"]["taken_by"][0]["workload"] == "default/p"
+
+    # The rehearsal ran on a copy; the real next cycles agree with it.
+    assert report(scheduler, CycleResult()) == before
+    run_cycles(scheduler, until_stable=True)
+    assert scheduler.workloads["default/p"].admission is not None
+    assert scheduler.workloads["default/b-low"].admission is None
+    assert scheduler.status["default/b-low"].reason == "WaitingForQuota"

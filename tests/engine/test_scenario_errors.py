@@ -3,6 +3,7 @@ nothing runs."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -178,10 +179,23 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     assert excinfo.value.errors[0].rule == "yaml"
 
 
-def test_command_refuses_a_bad_scenario_and_runs_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["admission_cycle", "simulate"])
+def test_command_refuses_a_bad_scenario_and_runs_nothing(tmp_path: Path, command: str) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(broken(["clusterQueues", 0, "queueingStrategy"], "LIFO")))
+    out = tmp_path / "out"
+    out.mkdir()
+    options = (
+        ["--json"]
+        if command == "admission_cycle"
+        else ["--json", str(out / "run.json"), "--html", str(out / "run.html")]
+    )
+    stdout, stderr = io.StringIO(), io.StringIO()
     with pytest.raises(CommandError) as excinfo:
-        call_command("admission_cycle", str(path), "--json")
+        call_command(command, str(path), *options, stdout=stdout, stderr=stderr)
+    assert str(path) in str(excinfo.value)
     assert "clusterQueues[0].queueingStrategy" in str(excinfo.value)
     assert "unsupported-value" in str(excinfo.value)
+    # Nothing ran: no result printed, no progress, no report written.
+    assert stdout.getvalue() == "" and stderr.getvalue() == ""
+    assert list(out.iterdir()) == []

@@ -199,3 +199,48 @@ def test_simulate_command_writes_json_and_a_self_contained_html(tmp_path: Path) 
     page = out_html.read_text()
     assert "Berth simulation" in page and "Plotly" in page
     assert "<script src=" not in page and '<link rel="stylesheet" href="http' not in page
+
+
+def test_each_workload_class_counts_its_preemptions_by_reason() -> None:
+    # batch (generated, in b) borrows a's quota and is reclaimed by mid; mid
+    # (explicit) is then preempted inside a by top, since a may not borrow.
+    def queue(name: str, **extra: Any) -> dict[str, Any]:
+        flavors = [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": 4, **extra}]}]
+        return {
+            "name": name,
+            "cohortName": "c",
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
+        }
+
+    document = {
+        "resourceFlavors": [{"name": "h100"}],
+        "cohorts": [{"name": "c"}],
+        "clusterQueues": [queue("a", borrowingLimit=0), queue("b")],
+        "workloads": [
+            job("mid", 10, 1000, gpus=4, priority=5) | {"clusterQueue": "a"},
+            job("top", 100, 10, gpus=4, priority=10) | {"clusterQueue": "a"},
+        ],
+        "generate": {
+            "seed": 1,
+            "classes": [
+                {
+                    "name": "batch",
+                    "clusterQueues": ["b"],
+                    "countPerQueue": 1,
+                    "interval": 1,
+                    "runtime": 1000,
+                    "podSets": [{"requests": {GPU: 1}}],
+                    "gpusPerJob": {"choices": [8], "weights": [1]},
+                }
+            ],
+        },
+    }
+    _, summary = simulate(parse(document), eviction_delay=30)
+    classes = summary["classes"]
+    assert classes["batch"]["preemptions"] == 1
+    assert classes["batch"]["preemptions_by_reason"] == {"InCohortReclamation": 1}
+    assert classes["explicit"]["preemptions"] == 1
+    assert classes["explicit"]["preemptions_by_reason"] == {"InClusterQueue": 1}
+    assert summary["preemptions"] == {"InClusterQueue": 1, "InCohortReclamation": 1}
+    json.dumps(summary)  # what --json writes

@@ -418,7 +418,10 @@ def test_int32_range_borrow_threshold(admin_client: APIClient, value: int, statu
         assert response.status_code == 201, response.content
 
 
-@pytest.mark.parametrize(("limit", "value"), [("nominal_quota", "-1"), ("borrowing_limit", "-2")])
+@pytest.mark.parametrize(
+    ("limit", "value"),
+    [("nominal_quota", "-1"), ("borrowing_limit", "-2"), ("lending_limit", "-1")],
+)
 def test_non_negative_quota(admin_client: APIClient, limit: str, value: str) -> None:
     flavor("h100")
     cohort("shared")
