@@ -46,7 +46,12 @@ TYPES: dict[str, ResourceType] = {
         kueue_type("ClusterQueue", "clusterqueues"),
         kueue_type("LocalQueue", "localqueues", namespaced=True),
         kueue_type("Workload", "workloads", namespaced=True),
+        ResourceType("Service", "", "v1", "services", True, True),
+        # The job kinds Berth creates (jobs.render) and the simulated cluster runs.
         ResourceType("Job", "batch", "v1", "jobs", True, True),
+        ResourceType("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, True),
+        ResourceType("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", True, True),
+        ResourceType("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", True, True),
     )
 }
 

@@ -1,11 +1,13 @@
 """Kueue and the job controller, emulated over the simulated backend with
 Berth's own admission engine.
 
-Each ``tick``: Jobs that name a LocalQueue get a Workload (Kueue's job
-integration); workloads whose job has run its time finish; the engine runs
-scheduling cycles until nothing changes; admitted workloads get their
-admission and conditions and their Job is unsuspended; preempted ones are
-evicted and their Job suspended again; pending ones get Kueue's message; and
+Each ``tick``: jobs of every kind in ``job_kinds`` (batch Job, JobSet,
+PyTorchJob, TrainJob) that name a LocalQueue get a Workload (Kueue's job
+integrations); workloads whose job has run its time finish, and so does the
+job, the way its kind reports it; the engine runs scheduling cycles until
+nothing changes; admitted workloads get their admission and conditions and
+their job is unsuspended; preempted ones are evicted and their job suspended
+again; pending ones get Kueue's message; and
 ClusterQueues and LocalQueues get Kueue-like status. Timestamps are real;
 the speed-up makes admitted jobs work faster, not the clock run faster, so
 what sync stores and the dashboard shows stays in real time.
@@ -27,20 +29,25 @@ from queues.engine.runner import run_cycles
 from queues.engine.scenario import ScenarioError, parse
 from queues.engine.scheduler import Scheduler
 from queues.quantity import QuantityError, format_canonical, to_canonical
+from queues.simulation.job_kinds import (
+    KINDS,
+    JobKind,
+    condition,
+    iso,
+    kind_of,
+    set_condition,
+)
 
 log = logging.getLogger(__name__)
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 RUNTIME = "berth.dev/simulated-runtime-seconds"
 STARTED = "berth.dev/simulated-started-at"
 DONE = "berth.dev/simulated-work-done-seconds"
 CHECKPOINT = "berth.dev/checkpoint-interval-seconds"
 DEFAULT_RUNTIME = 600.0
-
-
-def iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def epoch(text: str | None, default: float) -> float:
@@ -50,29 +57,6 @@ def epoch(text: str | None, default: float) -> float:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return default
-
-
-def condition(kind: str, status: bool, reason: str, message: str, now: float) -> dict[str, Any]:
-    return {
-        "type": kind,
-        "status": "True" if status else "False",
-        "reason": reason,
-        "message": message[:32768],
-        "lastTransitionTime": iso(now),
-    }
-
-
-def set_condition(obj: dict[str, Any], new: dict[str, Any]) -> None:
-    """Replace the condition of that type, keeping its transition time when its
-    status did not change (as Kubernetes' meta.SetStatusCondition does)."""
-    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
-    for i, old in enumerate(conditions):
-        if old["type"] == new["type"]:
-            if old["status"] == new["status"]:
-                new = {**new, "lastTransitionTime": old["lastTransitionTime"]}
-            conditions[i] = new
-            return
-    conditions.append(new)
 
 
 @dataclass
@@ -95,10 +79,9 @@ class SimulatedKueue:
     # --------------------------------------------------------- job controller
 
     def _create_workloads(self, now: float) -> int:
-        jobs, _ = self.backend.list(TYPES["Job"])
         workloads, _ = self.backend.list(TYPES["Workload"])
         owned = {
-            (w["metadata"]["namespace"], ref["name"])
+            (w["metadata"]["namespace"], ref.get("kind", ""), ref["name"])
             for w in workloads
             for ref in w["metadata"].get("ownerReferences", [])
         }
@@ -107,63 +90,60 @@ class SimulatedKueue:
             for p in self.backend.list(TYPES["WorkloadPriorityClass"])[0]
         }
         created = 0
-        for job in jobs:
-            metadata = job["metadata"]
-            queue = metadata.get("labels", {}).get(QUEUE_LABEL)
-            if not queue or (metadata["namespace"], metadata["name"]) in owned:
-                continue
-            if (job.get("status") or {}).get("completionTime"):
-                continue
-            priority_class = metadata.get("labels", {}).get(PRIORITY_LABEL, "")
-            spec = job.get("spec", {})
-            workload: dict[str, Any] = {
-                "apiVersion": TYPES["Workload"].api_version,
-                "kind": "Workload",
-                "metadata": {
-                    "name": f"job-{metadata['name']}"[:253],
-                    "namespace": metadata["namespace"],
-                    "labels": {"kueue.x-k8s.io/job-uid": metadata.get("uid", "")},
-                    "annotations": {
-                        k: v
-                        for k, v in metadata.get("annotations", {}).items()
-                        if k.startswith("berth.dev/")
-                    },
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
-                            "name": metadata["name"],
-                            "uid": metadata.get("uid", ""),
-                        }
-                    ],
-                },
-                "spec": {
-                    "queueName": queue,
-                    "priority": int(priorities.get(priority_class, 0)),
-                    "podSets": [
-                        {
-                            "name": "main",
-                            "count": int(spec.get("parallelism", 1)),
-                            "template": spec.get("template", {}),
-                        }
-                    ],
-                    "active": True,
-                },
-            }
-            if priority_class:
-                workload["spec"]["priorityClassRef"] = {
-                    "group": "kueue.x-k8s.io",
-                    "kind": "WorkloadPriorityClass",
-                    "name": priority_class,
-                }
-            body = self.backend.create(workload)
-            set_condition(
-                body,
-                condition("QuotaReserved", False, "Pending", "waiting for a scheduling cycle", now),
-            )
-            self.backend.replace(body)
-            created += 1
+        for kind in KINDS.values():
+            for job in self.backend.list(TYPES[kind.kind])[0]:
+                metadata = job["metadata"]
+                queue = metadata.get("labels", {}).get(QUEUE_LABEL)
+                if not queue or (metadata["namespace"], kind.kind, metadata["name"]) in owned:
+                    continue
+                if kind_of(job) is not kind or kind.finished(job):
+                    continue
+                self._create_workload(job, queue, priorities, now)
+                created += 1
         return created
+
+    def _create_workload(
+        self, job: Mapping[str, Any], queue: str, priorities: Mapping[str, Any], now: float
+    ) -> None:
+        kind = KINDS[job["kind"]]
+        metadata = job["metadata"]
+        labels = metadata.get("labels", {})
+        priority_class = labels.get(PRIORITY_LABEL, "")
+        workload: dict[str, Any] = {
+            "apiVersion": TYPES["Workload"].api_version,
+            "kind": "Workload",
+            "metadata": {
+                "name": kind.workload_name(job),
+                "namespace": metadata["namespace"],
+                "labels": {"kueue.x-k8s.io/job-uid": metadata.get("uid", "")},
+                "annotations": {
+                    k: v
+                    for k, v in metadata.get("annotations", {}).items()
+                    if k.startswith("berth.dev/")
+                },
+                "ownerReferences": [kind.owner_reference(job)],
+            },
+            "spec": {
+                "queueName": queue,
+                "priority": int(priorities.get(priority_class, 0)),
+                "podSets": [pod_set.as_dict() for pod_set in kind.pod_sets(job)],
+                "active": True,
+            },
+        }
+        if priority_class:
+            workload["spec"]["priorityClassRef"] = {
+                "group": "kueue.x-k8s.io",
+                "kind": "WorkloadPriorityClass",
+                "name": priority_class,
+            }
+        if str(labels.get(MAX_EXEC_TIME_LABEL, "")).isdigit():
+            workload["spec"]["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_TIME_LABEL])
+        body = self.backend.create(workload)
+        set_condition(
+            body,
+            condition("QuotaReserved", False, "Pending", "waiting for a scheduling cycle", now),
+        )
+        self.backend.replace(body)
 
     # ------------------------------------------------------------ the engine
 
@@ -386,7 +366,7 @@ class SimulatedKueue:
                 body, condition("Admitted", True, "Admitted", "The workload is admitted", now)
             )
             body["metadata"].setdefault("annotations", {})[STARTED] = iso(now)
-            self._set_job_suspended(body, False)
+            self._set_job_suspended(body, False, now)
         self.backend.replace(body)
 
     def _evict(self, obj: Mapping[str, Any], reason: str, message: str, now: float) -> None:
@@ -407,7 +387,7 @@ class SimulatedKueue:
             condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
         )
         set_condition(body, condition("Requeued", True, "Preempted", message, now))
-        self._set_job_suspended(body, True)
+        self._set_job_suspended(body, True, now)
         self.backend.replace(body)
 
     def _finish(self, obj: Mapping[str, Any], now: float) -> None:
@@ -416,26 +396,28 @@ class SimulatedKueue:
             body, condition("Finished", True, "Succeeded", "Job finished successfully", now)
         )
         self.backend.replace(body)
-        for ref in body["metadata"].get("ownerReferences", []):
-            job = self.backend.get(TYPES["Job"], ref["name"], body["metadata"]["namespace"])
-            if job is not None:
-                job = copy.deepcopy(job)
-                job.setdefault("status", {}).update(
-                    {"succeeded": 1, "active": 0, "completionTime": iso(now)}
-                )
+        for kind, job in self._jobs(body):
+            if not kind.finished(job):
+                kind.finish(job, now)
                 self.backend.replace(job)
 
-    def _set_job_suspended(self, workload: Mapping[str, Any], suspended: bool) -> None:
+    def _jobs(self, workload: Mapping[str, Any]) -> list[tuple[JobKind, dict[str, Any]]]:
+        """The jobs owning a workload (copies, to change and write back)."""
+        found = []
         for ref in workload["metadata"].get("ownerReferences", []):
-            job = self.backend.get(TYPES["Job"], ref["name"], workload["metadata"]["namespace"])
-            if job is None or job.get("spec", {}).get("suspend") == suspended:
+            kind = kind_of(ref)
+            if kind is None:
                 continue
-            job = copy.deepcopy(job)
-            job["spec"]["suspend"] = suspended
-            job.setdefault("status", {})["active"] = (
-                0 if suspended else int(job["spec"].get("parallelism", 1))
-            )
-            self.backend.replace(job)
+            job = self.backend.get(TYPES[kind.kind], ref["name"], workload["metadata"]["namespace"])
+            if job is not None:
+                found.append((kind, copy.deepcopy(job)))
+        return found
+
+    def _set_job_suspended(self, workload: Mapping[str, Any], suspended: bool, now: float) -> None:
+        for kind, job in self._jobs(workload):
+            if kind.suspended(job) != suspended:
+                kind.set_suspended(job, suspended, now)
+                self.backend.replace(job)
 
     def _queue_status(self, scheduler: Scheduler, now: float) -> None:
         """Kueue-like status on every ClusterQueue and LocalQueue."""

@@ -136,6 +136,7 @@ BUILTIN_RESOURCES = (
     ResourceType(
         "", ("v1",), "pods", "Pod", True, True, ("po",), ("spec.nodeName", "status.phase")
     ),
+    ResourceType("", ("v1",), "services", "Service", True, True, ("svc",)),
     ResourceType("batch", ("v1",), "jobs", "Job", True),
 )
 INITIAL_STATUS = {"Namespace": {"phase": "Active"}, "Pod": {"phase": "Pending"}}
