@@ -1,0 +1,22 @@
+"""``berth``: submit and follow training jobs from a laptop.
+
+The CLI talks only to Berth's REST API (``/api/v1/``) with a personal token,
+so it needs nothing but this package's Python dependencies: no Django, no
+cluster credentials. Everything here is the standard library plus PyYAML.
+
+Where the API and the token come from, first match wins:
+
+- the ``BERTH_URL`` and ``BERTH_TOKEN`` environment variables;
+- the file ``berth login`` writes: ``$BERTH_CONFIG``, else
+  ``~/.config/berth/config.json`` (mode 0600).
+
+Exit codes: 0 done, 1 the request failed (network, token, not found,
+conflict, server error), 2 bad input (flags, or a 400 from the API),
+130 interrupted. Every failure is reported on stderr as ``berth: ...``.
+"""
+
+from __future__ import annotations
+
+from jobs.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,61 @@
+"""The CLI's constants, its error, and argument values (durations, key=value)."""
+
+import argparse
+import re
+
+API_PREFIX = "/api/v1/"
+TIMEOUT_SECONDS = 30.0
+GPU = "nvidia.com/gpu"
+KINDS = ("Job", "JobSet", "PyTorchJob", "TrainJob")
+OUTPUTS = ("table", "yaml", "json")
+# States in which a job still waits for (re)admission; `berth why` has something to say.
+WAITING = {"submitted", "queued", "quota-reserved", "preempted"}
+ENDED = {"succeeded", "failed", "cancelled", "rejected"}
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class CliError(Exception):
+    """A failure to report: one ``berth: ...`` line per entry, then exit ``code``."""
+
+    def __init__(self, *lines: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(lines[0] if lines else "")
+        self.lines = [line for line in lines if line] or ["failed"]
+        self.code = code
+
+
+# --- durations and key=value pairs ------------------------------------------------
+
+_DURATION_PART = re.compile(r"(\d+)([smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d`` (or ``1h30m``)."""
+    value = text.strip().lower()
+    parts = _DURATION_PART.findall(value)
+    if not value or "".join(n + u for n, u in parts) != value:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: use seconds or a number with s, m, h or d "
+            "(90, 90s, 15m, 2h, 1d)"
+        )
+    # A bare number is seconds, but only on its own ("1h30" is ambiguous).
+    if len(parts) > 1 and any(unit == "" for _, unit in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: give every number a unit, e.g. 1h30m"
+        )
+    return sum(int(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def _kind(text: str) -> str:
+    for kind in KINDS:
+        if text.lower() == kind.lower():
+            return kind
+    raise argparse.ArgumentTypeError(f"{text!r} is not a job kind: use one of {', '.join(KINDS)}")

@@ -1,0 +1,485 @@
+"""The commands: login, submit, list, status, why, cancel, queues."""
+
+import argparse
+import getpass
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from jobs.cli.base import ENDED, EXIT_OK, EXIT_USAGE, GPU, WAITING, CliError
+from jobs.cli.client import ApiError, Client
+from jobs.cli.config import load_config, save_config
+from jobs.cli.output import (
+    age,
+    emit,
+    flavors_text,
+    format_time,
+    human_seconds,
+    parse_time,
+    start_range,
+    table,
+)
+
+# --- commands ----------------------------------------------------------------------
+
+
+def connect(args: argparse.Namespace) -> Client:
+    """A client for the address and token in force: the environment's, else the saved ones."""
+    url = os.environ.get("BERTH_URL", "").strip()
+    token = os.environ.get("BERTH_TOKEN", "").strip()
+    if not (url and token):  # the file is read only when it is needed
+        saved = load_config()
+        url, token = url or saved.get("url", ""), token or saved.get("token", "")
+    if not url:
+        raise CliError("no Berth address: run `berth login --url URL`, or set BERTH_URL")
+    if not token:
+        raise CliError(f"no token for {url}: run `berth login`, or set BERTH_TOKEN")
+    return Client(url, token)
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    saved = load_config()
+    url = (args.url or os.environ.get("BERTH_URL", "") or saved.get("url", "")).strip()
+    if not url:
+        raise CliError("berth login needs --url URL (Berth's address)", code=EXIT_USAGE)
+    token = (args.token or os.environ.get("BERTH_TOKEN", "")).strip()
+    if not token:
+        try:
+            token = getpass.getpass(
+                "Token (create one in the browser or with POST /api/v1/tokens/): "
+            ).strip()
+        except EOFError:
+            token = ""
+    if not token:
+        raise CliError("no token given: pass --token, set BERTH_TOKEN, or paste it at the prompt")
+    client = Client(url, token)
+    me = client.get("me/")
+    path = save_config(client.url, token)
+    if args.output != "table":
+        emit({"url": client.url, "config": str(path), "me": me}, args.output)
+        return EXIT_OK
+    teams = ", ".join(f"{t.get('team')} ({t.get('role')})" for t in me.get("teams") or [])
+    roles = [
+        name
+        for name, flag in (
+            ("platform admin", me.get("is_platform_admin")),
+            ("approver", me.get("is_global_approver")),
+        )
+        if flag
+    ]
+    print(f"Logged in to {client.url} as {me.get('username')}.")
+    print(f"Teams: {teams or 'none'}" + (f"; roles: {', '.join(roles)}" if roles else ""))
+    print(f"Saved to {path} (readable by you only).")
+    return EXIT_OK
+
+
+SUBMIT_FIELDS = (
+    # (argparse dest, API field)
+    ("name", "name"),
+    ("image", "image"),
+    ("queue", "queue"),
+    ("nodes", "nodes"),
+    ("gpus_per_node", "gpus_per_node"),
+    ("priority", "priority_class"),
+    ("checkpoint", "checkpoint_uri"),
+    ("kind", "kind"),
+    ("team", "team"),
+    ("namespace", "namespace"),
+    ("cpu_per_node", "cpu_per_node"),
+    ("memory_per_node", "memory_per_node"),
+    ("max_runtime", "max_runtime_seconds"),
+    ("expected_runtime", "expected_runtime_seconds"),
+    ("retries", "retries"),
+    ("spot_allowed", "spot_allowed"),
+    ("justification", "justification"),
+    ("runtime", "training_runtime"),
+)
+
+
+def submit_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        field: getattr(args, dest)
+        for dest, field in SUBMIT_FIELDS
+        if getattr(args, dest) is not None
+    }
+    if args.env:
+        body["env"] = dict(args.env)
+    if args.label:
+        body["labels"] = dict(args.label)
+    body["command"] = list(args.command)
+    return body
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    if not args.command:
+        raise CliError(
+            "give the command after `--`, e.g. berth submit ... -- python train.py",
+            code=EXIT_USAGE,
+        )
+    client = connect(args)
+    query = [("dry_run", "true")] if args.dry_run else []
+    answer = client.call("POST", "jobs/", query=query, body=submit_body(args))
+    if args.show_manifest:
+        summary = dry_run_summary(answer) if args.dry_run else submitted_summary(answer)
+        print("\n".join(f"# {line}".rstrip() for line in summary))
+        print(yaml.safe_dump_all(answer.get("manifest") or [], sort_keys=False).rstrip("\n"))
+    elif args.output != "table":
+        emit(answer, args.output)
+    else:
+        print("\n".join(dry_run_summary(answer) if args.dry_run else submitted_summary(answer)))
+    return EXIT_OK
+
+
+def dry_run_summary(answer: dict[str, Any]) -> list[str]:
+    lines = ["Dry run: checked and rendered, nothing was created."]
+    queue_class = answer.get("queue_class")
+    lines.append(
+        f"Lands in:   {answer.get('namespace')}/{answer.get('local_queue')} → ClusterQueue "
+        f"{answer.get('cluster_queue')}"
+        + (f" ({queue_class})" if queue_class else "")
+        + f", team {answer.get('team')}"
+    )
+    priority = answer.get("priority_class") or "(queue default)"
+    lines.append(f"Priority:   {priority} ({answer.get('priority')})")
+    if answer.get("fits_now"):
+        fit = "yes" + (
+            ", by preempting lower-priority work" if answer.get("needs_preemption") else ""
+        )
+    else:
+        fit = "no, it would wait"
+    lines.append(f"Fits now:   {fit}")
+    lines.append(f"Flavors:    {flavors_text(answer.get('flavors'))}")
+    position = answer.get("queue_position")
+    ahead = answer.get("workloads_ahead")
+    lines.append(
+        f"Position:   {position if position is not None else '-'} in its queue"
+        + (f" ({ahead} ahead)" if ahead is not None else "")
+    )
+    lines.append(f"Start:      {start_range(answer.get('estimated_start'))}")
+    if answer.get("preempts"):
+        lines.append(f"Preempts:   {', '.join(answer['preempts'])}")
+    explanation = answer.get("explanation") or {}
+    if not answer.get("fits_now") and explanation.get("message"):
+        lines.append(f"Why:        {explanation['message']}")
+    kinds = [obj.get("kind") for obj in answer.get("manifest") or [] if isinstance(obj, dict)]
+    if kinds:
+        lines.append(f"Manifest:   {', '.join(str(k) for k in kinds)} (--show-manifest prints it)")
+    return lines
+
+
+def submitted_summary(job: dict[str, Any]) -> list[str]:
+    return [
+        f"Submitted {job.get('name')} (id {job.get('id')}) to {job.get('namespace')}/"
+        f"{job.get('local_queue')} → ClusterQueue {job.get('cluster_queue')}; "
+        f"state {job.get('state')}.",
+        f"Follow it with `berth status {job.get('name')}`; `berth why {job.get('name')}` "
+        "if it waits.",
+    ]
+
+
+def find_job(client: Client, name: str, team: str | None, *, live: bool = False) -> dict[str, Any]:
+    """The newest job of that name in the caller's teams (a live one first if ``live``)."""
+    query = [("name", name), ("page_size", "50")]
+    if team:
+        query.append(("team", team))
+    found = client.get("jobs/", query)
+    results = found.get("results") if isinstance(found, dict) else found
+    if not results:
+        raise no_job(name, team)
+    if live:
+        running = [job for job in results if job.get("state") not in ENDED]
+        namespaces = sorted({f"{job.get('team')}/{job.get('namespace')}" for job in running})
+        if len(namespaces) > 1:
+            raise CliError(
+                f"job {name} is live in {', '.join(namespaces)}: pass --team", code=EXIT_USAGE
+            )
+        if running:
+            return dict(running[0])
+    return dict(results[0])
+
+
+def no_job(name: str, team: str | None) -> CliError:
+    return CliError(f"no job {name} in " + (f"team {team}" if team else "your teams"))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    client = connect(args)
+    query: list[tuple[str, str]] = []
+    if args.team:
+        query.append(("team", args.team))
+    for state in args.state or []:
+        query.append(("state", state))
+    if args.queue:
+        query.append(("queue", args.queue))
+    count: int | None = None
+    if args.all:
+        jobs = client.get_all("jobs/", [*query, ("page_size", "500")])
+    else:
+        page = client.get("jobs/", query)
+        jobs = list(page.get("results") or [])
+        count = page.get("count")
+    if args.output != "table":
+        emit(jobs, args.output)
+        return EXIT_OK
+    if not jobs:
+        print("No jobs.")
+        return EXIT_OK
+    now = datetime.now(UTC)
+    rows = [
+        (
+            job.get("name"),
+            job.get("team"),
+            job.get("cluster_queue") or job.get("local_queue"),
+            job.get("state"),
+            f"{job.get('nodes')}×{job.get('gpus_per_node')}",
+            wait_text(job, now),
+            age(job.get("submitted_at"), now),
+        )
+        for job in jobs
+    ]
+    print(table(("NAME", "TEAM", "QUEUE", "STATE", "NODES×GPUS", "WAIT", "SUBMITTED"), rows))
+    if count is not None and count > len(jobs):
+        print(f"({len(jobs)} of {count} shown; --all lists every page)")
+    return EXIT_OK
+
+
+def wait_text(job: dict[str, Any], now: datetime) -> str:
+    """Submitted to admitted; for a job still waiting, so far (with a ``+``)."""
+    if job.get("wait_seconds") is not None:
+        return human_seconds(float(job["wait_seconds"]))
+    submitted = parse_time(job.get("submitted_at"))
+    if job.get("state") in WAITING and submitted is not None:
+        return human_seconds((now - submitted).total_seconds()) + "+"
+    return "-"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    client = connect(args)
+    job_id = find_job(client, args.name, args.team)["id"]
+    try:
+        job = client.get(f"jobs/{job_id}/")
+        events = client.get(f"jobs/{job_id}/events/")
+    except ApiError as exc:
+        if exc.status == 404:  # it went away between the lookup and this call
+            raise no_job(args.name, args.team) from None
+        raise
+    if args.output != "table":
+        emit({**job, "events": events}, args.output)
+        return EXIT_OK
+    now = datetime.now(UTC)
+    queue_class = job.get("queue_class")
+    state = str(job.get("state"))
+    if job.get("reason"):
+        state += f": {job['reason']}"
+    if job.get("message"):
+        state += f" — {job['message']}"
+    queue = f"{job.get('local_queue')} → ClusterQueue {job.get('cluster_queue')}"
+    if queue_class:
+        queue += f" ({queue_class})"
+    submitted = job.get("submitted_at")
+    fields = [
+        ("Name", f"{job.get('name')} (id {job.get('id')}, {job.get('kind')})"),
+        ("Team", f"{job.get('team')}, namespace {job.get('namespace')}"),
+        ("State", state),
+        ("Queue", queue),
+        ("Priority", f"{job.get('priority_class') or '(queue default)'} ({job.get('priority')})"),
+        (
+            "Size",
+            f"{job.get('nodes')} node(s) × {job.get('gpus_per_node')} GPU(s) = {job.get('gpus')}",
+        ),
+        ("Workload", job.get("workload") or "-"),
+        ("Flavors", flavors_text(job.get("flavors"))),
+        ("Submitted", f"{format_time(submitted)} ({age(submitted, now)})"),
+        ("Wait", wait_text(job, now)),
+        ("Preemptions", job.get("preemptions", 0)),
+        ("GPU-hours", f"{job.get('gpu_hours_used', 0)} used, {job.get('gpu_hours_lost', 0)} lost"),
+    ]
+    width = max(len(label) for label, _ in fields) + 1
+    for label, value in fields:
+        print(f"{(label + ':').ljust(width)}  {value}")
+    print()
+    print("Timeline:")
+    if not events:
+        print("  (no events yet)")
+        return EXIT_OK
+    first = parse_time(events[0].get("at"))
+    rows = []
+    for event in events:
+        at = parse_time(event.get("at"))
+        offset = f"+{human_seconds((at - first).total_seconds())}" if at and first else ""
+        rows.append(
+            (
+                format_time(event.get("at")),
+                offset,
+                event.get("type"),
+                event.get("reason") or "",
+                event.get("message") or "",
+            )
+        )
+    for line in table(("TIME", "", "EVENT", "REASON", "MESSAGE"), rows).splitlines():
+        print("  " + line)
+    return EXIT_OK
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    client = connect(args)
+    job_id = find_job(client, args.name, args.team)["id"]
+    try:
+        answer = client.get(f"jobs/{job_id}/explain/")
+    except ApiError as exc:
+        if exc.status == 404:  # it went away between the lookup and this call
+            raise no_job(args.name, args.team) from None
+        raise
+    if args.output != "table":
+        emit(answer, args.output)
+        return EXIT_OK
+    for line in why_lines(answer):
+        print(line)
+    return EXIT_OK
+
+
+def why_lines(answer: dict[str, Any]) -> list[str]:
+    name, state = answer.get("name"), answer.get("state")
+    queue = answer.get("cluster_queue")
+    explanation = answer.get("explanation")
+    if not explanation:
+        line = f"{name} is {state} in ClusterQueue {queue}: it is not waiting."
+        extra = " — ".join(p for p in (answer.get("reason"), answer.get("message")) if p)
+        return [line] + ([extra] if extra else [])
+    lines = [f"{name} is {state} in ClusterQueue {queue}."]
+    if explanation.get("message"):
+        lines.append(str(explanation["message"]))
+    position = answer.get("queue_position", explanation.get("position"))
+    ahead = explanation.get("ahead", answer.get("workloads_ahead"))
+    if position is not None:
+        lines.append(
+            f"Position {position} in its queue"
+            + (f", {ahead} workload(s) ahead" if ahead is not None else "")
+            + "; fits now: "
+            + ("yes" if answer.get("fits_now") else "no")
+        )
+    lines.append(f"Estimated start: {start_range(answer.get('estimated_start'))}")
+    shortfalls = explanation.get("shortfalls") or []
+    if shortfalls:
+        lines.append("")
+        lines.append("Short:")
+        rows = [
+            (
+                s.get("flavor"),
+                s.get("resource"),
+                s.get("requested"),
+                s.get("available"),
+                s.get("short_by"),
+                "never fits" if s.get("never_fits") else "",
+            )
+            for s in shortfalls
+        ]
+        lines.extend(
+            "  " + line
+            for line in table(
+                ("FLAVOR", "RESOURCE", "REQUESTED", "AVAILABLE", "SHORT BY", ""), rows
+            ).splitlines()
+        )
+    suggestions = explanation.get("suggestions") or []
+    if suggestions:
+        lines.append("")
+        lines.append("Suggestions:")
+        lines.extend(f"  - {s.get('message')} [{s.get('kind')}]" for s in suggestions)
+    return lines
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    client = connect(args)
+    job_id = find_job(client, args.name, args.team, live=True)["id"]
+    try:
+        job = client.call("DELETE", f"jobs/{job_id}/")
+    except ApiError as exc:
+        if exc.status == 404:  # it went away between the lookup and this call
+            raise no_job(args.name, args.team) from None
+        raise
+    if args.output != "table":
+        emit(job, args.output)
+        return EXIT_OK
+    print(f"Cancelling {job.get('name')} in {job.get('namespace')} (state {job.get('state')}).")
+    return EXIT_OK
+
+
+def gpu_quota(cluster_queue: dict[str, Any] | None) -> str:
+    if not cluster_queue:
+        return "-"
+    parts = []
+    for group in cluster_queue.get("resource_groups") or []:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") != GPU:
+                    continue
+                text = f"{flavor.get('name')}={resource.get('nominal_quota')}"
+                if resource.get("borrowing_limit") not in (None, ""):
+                    text += f" (+{resource['borrowing_limit']} borrowable)"
+                parts.append(text)
+    return ", ".join(parts) or "none"
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    client = connect(args)
+    if args.team:
+        teams = [args.team]
+    elif args.all:
+        teams = []
+    else:
+        me = client.get("me/")
+        teams = sorted({t["team"] for t in me.get("teams") or [] if t.get("team")})
+    local_queues: list[dict[str, Any]] = []
+    if teams:
+        for team in teams:
+            local_queues += client.get_all("local-queues/", [("team", team), ("page_size", "500")])
+    else:
+        local_queues = client.get_all("local-queues/", [("page_size", "500")])
+    cluster_queues = {
+        cq["name"]: cq for cq in client.get_all("cluster-queues/", [("page_size", "500")])
+    }
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for lq in sorted(local_queues, key=lambda q: (q.get("namespace", ""), q.get("name", ""))):
+        key = (lq.get("namespace", ""), lq.get("name", ""))
+        if key in seen:
+            continue
+        seen.add(key)
+        cq = cluster_queues.get(lq.get("cluster_queue", ""))
+        rows.append(
+            {
+                "namespace": lq.get("namespace"),
+                "local_queue": lq.get("name"),
+                "cluster_queue": lq.get("cluster_queue"),
+                "queue_class": (cq or {}).get("queue_class") or "",
+                "team": (cq or {}).get("team") or "",
+                "cohort": (cq or {}).get("cohort") or "",
+                "gpu_quota": gpu_quota(cq),
+                "stop_policy": lq.get("stop_policy"),
+            }
+        )
+    if args.output != "table":
+        emit(rows, args.output)
+        return EXIT_OK
+    if not rows:
+        print("No LocalQueues" + (f" for {', '.join(teams)}." if teams else "."))
+        return EXIT_OK
+    print(
+        table(
+            ("NAMESPACE", "LOCAL QUEUE", "CLUSTER QUEUE", "CLASS", "SHARED", "GPU QUOTA"),
+            [
+                (
+                    r["namespace"],
+                    r["local_queue"],
+                    r["cluster_queue"],
+                    r["queue_class"] or "-",
+                    "yes" if not r["team"] else "no",
+                    r["gpu_quota"],
+                )
+                for r in rows
+            ],
+        )
+    )
+    return EXIT_OK
