@@ -59,6 +59,10 @@ BERTH_RECONCILE_INTERVAL = env.number("BERTH_RECONCILE_INTERVAL", 60, minimum=5)
 BERTH_RECONCILE_RETRY_BASE = float(env.number("BERTH_RECONCILE_RETRY_MS", 500, minimum=1)) / 1000
 # Seconds between workload list syncs and queue/capacity snapshots.
 BERTH_SYNC_INTERVAL = env.number("BERTH_SYNC_INTERVAL", 30, minimum=5)
+# GPUs a node of a flavor is taken to have until sync has seen that flavor's nodes.
+BERTH_NODE_GPUS = env.number("BERTH_NODE_GPUS", 8, minimum=1)
+# Checkpoint interval assumed for jobs that checkpoint but do not say how often.
+BERTH_CHECKPOINT_INTERVAL = env.number("BERTH_CHECKPOINT_INTERVAL", 1800, minimum=60)
 
 
 def _data_dir(*parts: str) -> Path:
@@ -227,7 +231,8 @@ SPECTACULAR_SETTINGS = {
             "StopPolicy",
             "TeamRole",
         )
-    },
+    }
+    | {name: f"jobs.models.requests.{name}" for name in ("JobKind", "JobState")},
 }
 
 # Celery. No broker configured means embedded: tasks run in-process, eagerly.
@@ -267,6 +272,8 @@ CELERY_BEAT_SCHEDULE = {
     # Workload list sync and queue/capacity snapshots; `manage.py sync_watch`
     # adds a watch for changes within seconds.
     "sync-cluster": {"task": "jobs.tasks.sync_cluster", "schedule": BERTH_SYNC_INTERVAL},
+    # Jobs whose create or delete task was lost: queue it again.
+    "sweep-jobs": {"task": "jobs.tasks.sweep_jobs", "schedule": 60},
 }
 if BERTH_CLUSTER == "simulated":
     CELERY_BEAT_SCHEDULE["step-simulated-cluster"] = {

@@ -12,6 +12,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections
 
+from jobs.follow import follow_jobs
 from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads
 from queues.backends import get_backend
 from queues.models import ReconcileRun
@@ -37,6 +38,7 @@ class EmbeddedLoop(threading.Thread):
         step()
         sync_workloads(backend)
         sync_queue_status(backend)
+        follow_jobs(backend)
         if time.monotonic() - self.last_snapshot > settings.BERTH_SYNC_INTERVAL:
             snapshot_cluster(backend)
             self.last_snapshot = time.monotonic()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Count, Max, QuerySet
 
-from jobs.models import QueueSnapshot, WorkloadRecord, WorkloadState
+from accounts.roles import is_platform_admin
+from jobs.models import JobRequest, QueueSnapshot, WorkloadRecord, WorkloadState
+from queues.selectors import team_ids_of
 
 GPU = "nvidia.com/gpu"
 
@@ -31,4 +35,48 @@ def latest_gpu_usage() -> list[QueueSnapshot]:
         return []
     return list(
         QueueSnapshot.objects.filter(at=newest, resource=GPU).order_by("cluster_queue", "flavor")
+    )
+
+
+def jobs_for(user: Any) -> QuerySet[JobRequest]:
+    """The jobs ``user`` may see: their teams' (all of them for an admin)."""
+    jobs = JobRequest.objects.select_related("team", "submitted_by", "workload")
+    if is_platform_admin(user):
+        return jobs
+    return jobs.filter(team_id__in=team_ids_of(user))
+
+
+def timeline(job: JobRequest) -> list[dict[str, Any]]:
+    """Berth's own steps (submitted, created, cancelled) and the workload's events."""
+    steps: list[dict[str, Any]] = [
+        {"type": "submitted", "at": job.submitted_at, "reason": "", "message": "", "details": {}}
+    ]
+    if job.created_on_cluster_at:
+        steps.append(
+            {
+                "type": "created-on-cluster",
+                "at": job.created_on_cluster_at,
+                "reason": "",
+                "message": "",
+                "details": {"uid": job.cluster_uid},
+            }
+        )
+    if job.workload is not None:
+        events = job.workload.events.order_by("at", "id")
+        steps.extend(dict(e) for e in events.values("type", "at", "reason", "message", "details"))
+    if job.cancelled_at:
+        steps.append(
+            {
+                "type": "cancelled",
+                "at": job.cancelled_at,
+                "reason": job.reason,
+                "message": job.message,
+                "details": {},
+            }
+        )
+    # Cluster times have whole seconds: within a second, Berth's own step (it
+    # submitted, then created) comes before what the cluster did with it.
+    own = {"submitted": 0, "created-on-cluster": 1}
+    return sorted(
+        steps, key=lambda s: (s["at"].replace(microsecond=0), own.get(s["type"], 2), s["at"])
     )

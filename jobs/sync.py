@@ -67,7 +67,15 @@ def _requests(workload: Mapping[str, Any]) -> tuple[dict[str, int], list[dict[st
                 per_pod[resource] = per_pod.get(resource, 0) + _amount(resource, value)
         for resource, amount in per_pod.items():
             totals[resource] = totals.get(resource, 0) + amount * count
-        pod_sets.append({"name": pod_set.get("name", "main"), "count": count, "requests": per_pod})
+        spec = pod_set.get("template", {}).get("spec", {})
+        shape: dict[str, Any] = {"name": pod_set.get("name", "main"), "count": count}
+        shape["requests"] = per_pod
+        # Where it may go, so the engine can place it as Kueue would (dry runs, estimates).
+        if spec.get("nodeSelector"):
+            shape["node_selector"] = dict(spec["nodeSelector"])
+        if spec.get("tolerations"):
+            shape["tolerations"] = list(spec["tolerations"])
+        pod_sets.append(shape)
     return totals, pod_sets
 
 
@@ -448,9 +456,12 @@ def snapshot_capacity(
             if all(n.get("metadata", {}).get("labels", {}).get(k) == v for k, v in labels.items())
         ]
         totals: dict[str, int] = {}
+        largest: dict[str, int] = {}
         for node in matching:
             for resource, value in (node.get("status", {}).get("allocatable") or {}).items():
-                totals[resource] = totals.get(resource, 0) + _amount(resource, value)
+                amount = _amount(resource, value)
+                totals[resource] = totals.get(resource, 0) + amount
+                largest[resource] = max(largest.get(resource, 0), amount)
         for resource, amount in sorted(totals.items()):
             rows.append(
                 CapacitySnapshot(
@@ -458,6 +469,7 @@ def snapshot_capacity(
                     flavor=flavor["metadata"]["name"],
                     resource=resource,
                     allocatable=amount,
+                    largest_node=largest[resource],
                     nodes=len(matching),
                 )
             )

@@ -1,6 +1,5 @@
 """What the cluster did, as Berth records it: workloads, their history, queue
-usage over time. Written by sync (``jobs.sync``) only; read by the dashboard
-and the API."""
+usage over time. Written by sync (``jobs.sync``) only."""
 
 from __future__ import annotations
 
@@ -163,6 +162,8 @@ class CapacitySnapshot(models.Model):
     flavor = models.CharField(max_length=253)
     resource = models.CharField(max_length=317)
     allocatable = models.BigIntegerField()
+    # What one node can give a pod set: a job asking more per node never starts.
+    largest_node = models.BigIntegerField(default=0)
     nodes = models.PositiveIntegerField()
 
     class Meta:

@@ -152,9 +152,12 @@ class KubernetesBackend:
                 )
             )
         else:
-            lister = {"Namespace": self.core.list_namespace, "Node": self.core.list_node}[
-                rtype.kind
-            ]
+            listers: dict[str, Callable[..., Any]] = {
+                "Namespace": self.core.list_namespace,
+                "Node": self.core.list_node,
+                "Service": self.core.list_service_for_all_namespaces,
+            }
+            lister = listers[rtype.kind]
             result = _json(_call(what, lambda: lister(_preload_content=False, **kwargs)))
         items = [self._complete(item, rtype) for item in result.get("items", [])]
         return items, str(result.get("metadata", {}).get("resourceVersion", ""))
@@ -182,10 +185,20 @@ class KubernetesBackend:
                         _request_timeout=self.timeout,
                     )
             else:
-                reader = {"Namespace": self.core.read_namespace, "Node": self.core.read_node}[
-                    rtype.kind
-                ]
-                obj = _json(reader(name, _preload_content=False, _request_timeout=self.timeout))
+                options: dict[str, Any] = {
+                    "_preload_content": False,
+                    "_request_timeout": self.timeout,
+                }
+                response: Any
+                if rtype.namespaced:  # Service
+                    response = self.core.read_namespaced_service(name, namespace or "", **options)
+                else:
+                    reader: dict[str, Callable[..., Any]] = {
+                        "Namespace": self.core.read_namespace,
+                        "Node": self.core.read_node,
+                    }
+                    response = reader[rtype.kind](name, **options)
+                obj = _json(response)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -244,6 +257,13 @@ class KubernetesBackend:
                         rtype.group, rtype.version, rtype.plural, name, body, **kwargs
                     ),
                 )
+            elif rtype.namespaced:  # Service
+                response = _call(
+                    what,
+                    lambda: self.core.patch_namespaced_service(
+                        name, namespace or "", body, **kwargs
+                    ),
+                )
             else:
                 response = _call(what, lambda: self.core.patch_namespace(name, body, **kwargs))
         except BackendError as exc:
@@ -269,6 +289,10 @@ class KubernetesBackend:
             elif rtype.group:
                 self.custom.delete_cluster_custom_object(
                     rtype.group, rtype.version, rtype.plural, name, _request_timeout=self.timeout
+                )
+            elif rtype.namespaced:  # Service
+                self.core.delete_namespaced_service(
+                    name, namespace or "", _preload_content=False, _request_timeout=self.timeout
                 )
             else:
                 self.core.delete_namespace(

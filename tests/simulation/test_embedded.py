@@ -232,6 +232,7 @@ def test_sync_task_returns_the_resource_version_and_row_counts(demo: None, setti
     assert result == {
         "resource_version": version,
         "queue_statuses": queues + local_queues,
+        "jobs": 0,  # the demo load's jobs are not Berth job requests
         "queues": QueueSnapshot.objects.count(),
         "capacity": CapacitySnapshot.objects.count(),
     }

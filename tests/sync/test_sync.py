@@ -320,6 +320,8 @@ def test_snapshots_record_usage_borrowing_and_lending(research: ClusterUnderTest
     assert (rows["serving"].usage, rows["serving"].borrowed, rows["serving"].lent) == (2, 0, 4)
     capacity = {c.resource: (c.allocatable, c.nodes) for c in CapacitySnapshot.objects.all()}
     assert capacity == {"nvidia.com/gpu": (16, 2), "cpu": (384000, 2)}
+    largest = {c.resource: c.largest_node for c in CapacitySnapshot.objects.all()}
+    assert largest == {"nvidia.com/gpu": 8, "cpu": 192000}
 
 
 def test_queue_status_is_mirrored_only_when_it_changes(research: ClusterUnderTest) -> None:

@@ -1,0 +1,111 @@
+"""Job request shapes: what a submit accepts, and what a job looks like."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from jobs.models import JobKind, JobRequest, WorkloadEvent
+from queues.api.fields import KueueChoiceField, StrictSerializer
+from queues.quantity import format_canonical
+
+
+class JobSubmitSerializer(StrictSerializer):
+    """Field names follow the CLI's flags (``--gpus-per-node`` → ``gpus_per_node``)."""
+
+    name = serializers.CharField(max_length=253)
+    team = serializers.CharField(required=False, allow_blank=True, max_length=63)
+    namespace = serializers.CharField(required=False, allow_blank=True, max_length=63)
+    kind = KueueChoiceField(choices=JobKind.values, default=JobKind.JOB)
+    image = serializers.CharField(max_length=1024)
+    command = serializers.ListField(child=serializers.CharField(allow_blank=True), max_length=1000)
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    nodes = serializers.IntegerField(default=1, min_value=1, max_value=1024)
+    gpus_per_node = serializers.IntegerField(default=0, min_value=0, max_value=1024)
+    cpu_per_node = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    memory_per_node = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    queue = serializers.CharField(max_length=63, help_text="a LocalQueue, or a queue class")
+    priority_class = serializers.CharField(required=False, allow_blank=True, max_length=253)
+    checkpoint_uri = serializers.CharField(required=False, allow_blank=True, max_length=1024)
+    checkpoint_interval_seconds = serializers.IntegerField(
+        required=False, min_value=60, max_value=7 * 24 * 3600
+    )
+    max_runtime_seconds = serializers.IntegerField(
+        required=False, min_value=60, max_value=90 * 24 * 3600
+    )
+    expected_runtime_seconds = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=90 * 24 * 3600,
+        help_text="how long it should run; the simulated cluster runs it this long",
+    )
+    retries = serializers.IntegerField(default=0, min_value=0, max_value=100)
+    spot_allowed = serializers.BooleanField(required=False, allow_null=True, default=None)
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    justification = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    training_runtime = serializers.CharField(required=False, allow_blank=True, max_length=253)
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorkloadEvent
+        fields = ["type", "at", "reason", "message", "details"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    submitted_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    cpu_per_node = serializers.SerializerMethodField()
+    memory_per_node = serializers.SerializerMethodField()
+    wait_seconds = serializers.FloatField(read_only=True)
+    gpus = serializers.IntegerField(read_only=True)
+    gpu_hours_used = serializers.SerializerMethodField()
+    gpu_hours_lost = serializers.SerializerMethodField()
+    workload = serializers.SerializerMethodField()
+    flavors = serializers.SerializerMethodField()
+
+    class Meta:
+        model = JobRequest
+        fields = [
+            "id", "name", "team", "namespace", "kind", "image", "command", "env", "nodes",
+            "gpus_per_node", "gpus", "cpu_per_node", "memory_per_node", "queue_class",
+            "local_queue", "cluster_queue", "priority_class", "priority", "checkpoint_uri",
+            "checkpoint_interval_seconds", "max_runtime_seconds", "expected_runtime_seconds",
+            "retries", "spot_allowed", "labels", "justification", "training_runtime", "state",
+            "reason", "message",
+            "submitted_by", "submitted_at", "created_on_cluster_at", "admitted_at", "started_at",
+            "finished_at", "cancelled_at", "wait_seconds", "preemptions", "gpu_hours_used",
+            "gpu_hours_lost", "workload", "flavors", "manifest",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_cpu_per_node(self, job: JobRequest) -> str | None:
+        return format_canonical("cpu", job.cpu_per_node) if job.cpu_per_node else None
+
+    def get_memory_per_node(self, job: JobRequest) -> str | None:
+        return format_canonical("memory", job.memory_per_node) if job.memory_per_node else None
+
+    def get_gpu_hours_used(self, job: JobRequest) -> float:
+        return round(job.gpu_seconds_used / 3600, 3)
+
+    def get_gpu_hours_lost(self, job: JobRequest) -> float:
+        return round(job.gpu_seconds_lost / 3600, 3)
+
+    def get_workload(self, job: JobRequest) -> str | None:
+        return f"{job.workload.namespace}/{job.workload.name}" if job.workload else None
+
+    def get_flavors(self, job: JobRequest) -> dict[str, Any]:
+        return dict(job.workload.flavors) if job.workload else {}
+
+
+class JobListSerializer(JobSerializer):
+    """The list leaves out the manifest and environment (large, and in the detail)."""
+
+    class Meta(JobSerializer.Meta):
+        fields = [f for f in JobSerializer.Meta.fields if f not in ("manifest", "env", "command")]
+        read_only_fields = fields

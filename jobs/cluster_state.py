@@ -1,0 +1,149 @@
+"""The bridge from what Postgres knows to the admission engine: the policy as
+rendered for Kueue, and the workloads sync last saw, as an engine Scheduler.
+
+Dry runs, start estimates and "why pending" all read the cluster through this
+module, never the cluster itself (request handlers do not talk to the cluster).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from jobs.models import JobRequest, WorkloadRecord, WorkloadState
+from queues.engine.model import PodSet, Policy, Toleration, Workload
+from queues.engine.scenario import ScenarioError, parse
+from queues.engine.scheduler import Scheduler
+from queues.reconcile import desired_objects, policy_version
+
+# Workload states that hold quota or wait for it; the rest are history.
+LIVE = (
+    WorkloadState.PENDING,
+    WorkloadState.QUOTA_RESERVED,
+    WorkloadState.ADMITTED,
+    WorkloadState.EVICTED,
+)
+ENGINE_KINDS = {
+    "ResourceFlavor": "resourceFlavors",
+    "Cohort": "cohorts",
+    "ClusterQueue": "clusterQueues",
+    "WorkloadPriorityClass": "workloadPriorityClasses",
+}
+
+
+class PolicyUnavailable(Exception):
+    """The stored policy does not load into the engine (it should always)."""
+
+
+def policy_from_objects(objects: Iterable[Mapping[str, Any]]) -> Policy:
+    document: dict[str, list[dict[str, Any]]] = {key: [] for key in ENGINE_KINDS.values()}
+    for obj in objects:
+        key = ENGINE_KINDS.get(obj.get("kind", ""))
+        if key is None:
+            continue
+        bare = {
+            "apiVersion": obj["apiVersion"],
+            "kind": obj["kind"],
+            "metadata": {"name": obj["metadata"]["name"]},
+        }
+        for field in ("spec", "value"):
+            if field in obj:
+                bare[field] = obj[field]
+        document[key].append(bare)
+    try:
+        return parse(document, "the stored policy").policy
+    except ScenarioError as exc:
+        raise PolicyUnavailable(str(exc)) from exc
+
+
+_cache_lock = threading.Lock()
+_cached: tuple[int, Policy] | None = None
+
+
+def current_policy() -> Policy:
+    """The engine's view of the policy in Postgres; parsed once per policy version."""
+    global _cached
+    version = policy_version()
+    with _cache_lock:
+        if _cached is not None and _cached[0] == version:
+            return _cached[1]
+    policy = policy_from_objects(desired_objects())
+    with _cache_lock:
+        _cached = (version, policy)
+    return policy
+
+
+def pod_set(row: Mapping[str, Any]) -> PodSet:
+    """An engine pod set from the shape sync stores (and dry runs build)."""
+    return PodSet(
+        str(row.get("name", "main")),
+        int(row.get("count", 1)),
+        {str(k): int(v) for k, v in (row.get("requests") or {}).items()},
+        dict(row.get("node_selector") or {}),
+        tuple(
+            Toleration(
+                t.get("key", ""),
+                t.get("operator", "Equal"),
+                t.get("value", ""),
+                t.get("effect", ""),
+            )
+            for t in row.get("tolerations") or []
+        ),
+    )
+
+
+def _seconds(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None
+
+
+@dataclass
+class ClusterState:
+    scheduler: Scheduler
+    # workload key -> the job request it belongs to (only Berth's jobs)
+    jobs: dict[str, int]
+
+
+def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> ClusterState:
+    """Every live workload sync recorded, on the current policy, at ``now``.
+    Workloads of Berth's jobs run for the time their team expects, else their
+    max runtime (the queue class's limit by default); workloads nobody declared
+    a runtime for run forever."""
+    moment = now or timezone.now()
+    policy = policy or current_policy()
+    scheduler = Scheduler(policy, now=moment.timestamp())
+    runtimes: dict[int, float | None] = {}
+    job_of: dict[int, int] = {}
+    for job_id, workload_id, expected, limit in JobRequest.objects.filter(
+        workload__isnull=False, workload__state__in=LIVE
+    ).values_list("id", "workload_id", "expected_runtime_seconds", "max_runtime_seconds"):
+        runtime = expected or limit
+        runtimes[workload_id] = float(runtime) if runtime else None
+        job_of[workload_id] = job_id
+    jobs: dict[str, int] = {}
+    rows = WorkloadRecord.objects.filter(state__in=LIVE).order_by("created_at", "id")
+    for row in rows.iterator(chunk_size=2000):
+        if row.cluster_queue not in policy.cluster_queues:
+            continue  # its queue is gone from the policy (being drained)
+        holds = row.state != WorkloadState.PENDING and bool(row.flavors)
+        workload = Workload(
+            name=row.name,
+            namespace=row.namespace,
+            cluster_queue=row.cluster_queue,
+            pod_sets=tuple(pod_set(p) for p in row.pod_sets),
+            priority=row.priority,
+            creation_time=row.created_at.timestamp(),
+            runtime=runtimes.get(row.pk),
+            admission={k: dict(v) for k, v in row.flavors.items()} if holds else None,
+            admitted_at=_seconds(row.admitted_at) if holds else None,
+            evicting=row.state == WorkloadState.EVICTED,
+            evictions=row.evictions,
+        )
+        scheduler.add(workload)
+        if row.pk in job_of:
+            jobs[workload.key] = job_of[row.pk]
+    return ClusterState(scheduler, jobs)

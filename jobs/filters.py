@@ -1,0 +1,20 @@
+"""Filter sets for job requests, shared by the API and (later) the dashboard."""
+
+from __future__ import annotations
+
+import django_filters as filters
+
+from jobs.models import JobKind, JobRequest, JobState
+
+
+class JobFilter(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__slug")
+    queue = filters.CharFilter(field_name="cluster_queue")
+    state = filters.MultipleChoiceFilter(choices=JobState.choices)
+    kind = filters.ChoiceFilter(choices=JobKind.choices)
+    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+
+    class Meta:
+        model = JobRequest
+        fields = ["name", "namespace", "local_queue", "priority_class", "queue_class"]

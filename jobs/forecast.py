@@ -1,0 +1,210 @@
+"""What the admission engine says about one job: can it ever fit its queue,
+where would it land now, its place in line, when it may start, and why a
+pending one waits. Reads Postgres through ``jobs.cluster_state`` only."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs.cluster_state import ClusterState, cluster_state, pod_set
+from queues.engine.assign import Mode
+from queues.engine.estimate import estimate_start
+from queues.engine.explain import Explanation, explain
+from queues.engine.model import Policy, Workload
+from queues.engine.scheduler import Scheduler
+from queues.errors import FieldError
+from queues.quantity import QuantityError, to_canonical
+from queues.simulation.job_kinds import kind_of
+
+
+def kueue_pod_sets(job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pod sets of the Workload Kueue's integration makes for this job."""
+    kind = kind_of(job)
+    return [p.as_dict() for p in kind.pod_sets(job)] if kind else []
+
+
+def pod_sets_of(pod_sets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Kueue-shaped pod sets (name, count, template) as the engine shape sync
+    stores: per-pod requests in canonical units, node selector, tolerations."""
+    shapes = []
+    for entry in pod_sets:
+        spec = entry.get("template", {}).get("spec", {})
+        requests: dict[str, int] = {}
+        for container in spec.get("containers", []):
+            for resource, value in (container.get("resources", {}).get("requests") or {}).items():
+                try:
+                    requests[resource] = requests.get(resource, 0) + to_canonical(resource, value)
+                except QuantityError:
+                    continue
+        shapes.append(
+            {
+                "name": entry.get("name", "main"),
+                "count": int(entry.get("count", 1)),
+                "requests": requests,
+                "node_selector": dict(spec.get("nodeSelector") or {}),
+                "tolerations": list(spec.get("tolerations") or []),
+            }
+        )
+    return shapes
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A job as the engine sees it, before or after it exists on the cluster."""
+
+    name: str
+    namespace: str
+    cluster_queue: str
+    priority: int
+    pod_sets: list[dict[str, Any]]
+    runtime: float | None = None
+
+    def workload(self, now: float, name: str | None = None) -> Workload:
+        return Workload(
+            name=name or self.name,
+            namespace=self.namespace,
+            cluster_queue=self.cluster_queue,
+            pod_sets=tuple(pod_set(p) for p in self.pod_sets),
+            priority=self.priority,
+            creation_time=now,
+            runtime=self.runtime,
+        )
+
+
+def never_fits(policy: Policy, candidate: Candidate) -> list[FieldError]:
+    """Errors when the job could not be admitted even on an empty cluster: its
+    queue's nominal quota plus all it may borrow is too small, or no flavor the
+    queue lists can take its pods."""
+    scheduler = Scheduler(policy, now=0.0)
+    workload = candidate.workload(0.0)
+    scheduler.add(workload)
+    assignment = scheduler.assign(workload)
+    if assignment.mode is not Mode.NO_FIT:
+        return []
+    explanation = explain(scheduler, workload.key)
+    errors = []
+    for shortfall in explanation.shortfalls:
+        if shortfall.never_fits:
+            errors.append(
+                FieldError(
+                    "gpus_per_node" if shortfall.resource == "nvidia.com/gpu" else "nodes",
+                    "never-fits",
+                    f"the job asks for {shortfall.requested} {shortfall.resource} in flavor "
+                    f"{shortfall.flavor}, but ClusterQueue {candidate.cluster_queue} can use at "
+                    f"most {shortfall.maximum} there (nominal {shortfall.nominal}"
+                    + (
+                        f", borrowing limit {shortfall.borrowing_limit}"
+                        if shortfall.borrowing_limit is not None
+                        else ", plus what its cohort can lend"
+                    )
+                    + "); ask for less or use a bigger queue",
+                )
+            )
+    if not errors:
+        errors.append(
+            FieldError(
+                "queue",
+                "never-fits",
+                f"ClusterQueue {candidate.cluster_queue} can never admit this job: "
+                f"{assignment.message() or explanation.message}",
+            )
+        )
+    return errors
+
+
+def _when(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
+
+
+@dataclass
+class Forecast:
+    fits_now: bool
+    needs_preemption: bool
+    flavors: dict[str, dict[str, str]]
+    position: int | None
+    ahead: int | None
+    earliest_start: datetime | None
+    latest_start: datetime | None
+    explanation: dict[str, Any] = field(default_factory=dict)
+    preempts: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "fits_now": self.fits_now,
+            "needs_preemption": self.needs_preemption,
+            "flavors": self.flavors,
+            "queue_position": self.position,
+            "workloads_ahead": self.ahead,
+            "estimated_start": {
+                "earliest": self.earliest_start.isoformat() if self.earliest_start else None,
+                "latest": self.latest_start.isoformat() if self.latest_start else None,
+            },
+            "preempts": self.preempts,
+            "explanation": self.explanation,
+        }
+
+
+def _victims(scheduler: Scheduler, key: str) -> list[str]:
+    """The workloads the next cycle would evict for ``key`` (on a copy)."""
+    trial = copy.deepcopy(scheduler)
+    result = trial.cycle()
+    return sorted(p.victim for p in result.preempted if p.preemptor == key)
+
+
+def _forecast(state: ClusterState, key: str, *, estimate: bool) -> Forecast:
+    scheduler = state.scheduler
+    workload = scheduler.workloads[key]
+    explanation: Explanation = explain(scheduler, key)
+    if workload.admission is not None:
+        started = _when(workload.admitted_at)
+        return Forecast(
+            True,
+            False,
+            dict(workload.admission),
+            None,
+            None,
+            started,
+            started,
+            explanation.as_dict(),
+        )
+    assignment = scheduler.assign(workload)
+    flavors = assignment.flavors() if assignment.mode is not Mode.NO_FIT else {}
+    start = estimate_start(scheduler, key) if estimate else None
+    # NO_CANDIDATES also ranks between NoFit and Fit, but nothing may be preempted.
+    needs_preemption = assignment.mode in (Mode.PREEMPT, Mode.RECLAIM)
+    victims = _victims(scheduler, key) if needs_preemption else []
+    return Forecast(
+        fits_now=assignment.fits,
+        needs_preemption=needs_preemption,
+        flavors=flavors,
+        position=explanation.position,
+        ahead=explanation.ahead,
+        earliest_start=_when(start.earliest) if start else None,
+        latest_start=_when(start.latest) if start else None,
+        explanation=explanation.as_dict(),
+        preempts=victims,
+    )
+
+
+def forecast_new(candidate: Candidate, now: datetime | None = None) -> Forecast:
+    """The job as if it were submitted now, on the cluster as sync last saw it."""
+    state = cluster_state(now)
+    scheduler = state.scheduler
+    name = candidate.name
+    while f"{candidate.namespace}/{name}" in scheduler.workloads:
+        name = f"{name}-dry-run"  # a live workload of that name: the candidate still counts
+    workload = candidate.workload(scheduler.now, name)
+    scheduler.add(workload)
+    return _forecast(state, workload.key, estimate=True)
+
+
+def forecast_existing(workload_key: str, now: datetime | None = None) -> Forecast | None:
+    """A synced workload's forecast; None when sync has not seen it live."""
+    state = cluster_state(now)
+    if workload_key not in state.scheduler.workloads:
+        return None
+    return _forecast(state, workload_key, estimate=True)

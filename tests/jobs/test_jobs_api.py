@@ -1,0 +1,160 @@
+"""Submit, dry run, follow, cancel and explain through the REST API, on the
+simulated cluster; another team's jobs are invisible (404)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobs.models import JobRequest, JobState
+from jobs.services import create_on_cluster, delete_from_cluster
+from queues.backends.base import TYPES
+from queues.backends.simulated import SimulatedBackend
+from queues.models import SimulatedEvent
+from tests.jobs.conftest import Org, job
+
+URL = "/api/v1/jobs/"
+
+
+def on_cluster(kind: str = "Job") -> list[dict[str, Any]]:
+    return SimulatedBackend().list(TYPES[kind])[0]
+
+
+def test_a_dry_run_shows_the_manifest_where_it_lands_and_when(org: Org) -> None:
+    response = org.alice.post(URL + "?dry_run=true", job(), format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["dry_run"] is True
+    assert (body["team"], body["namespace"]) == ("research", "research")
+    assert (body["local_queue"], body["cluster_queue"]) == ("research", "research")
+    assert (body["priority_class"], body["priority"]) == ("train-low", 1000)
+    main = body["manifest"][0]
+    assert main["kind"] == "Job"
+    assert main["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+    assert body["fits_now"] is True and body["needs_preemption"] is False
+    assert {f for pod_set in body["flavors"].values() for f in pod_set.values()} == {"h100"}
+    assert body["queue_position"] == 1
+    assert body["estimated_start"]["earliest"] is not None
+    assert JobRequest.objects.count() == 0 and on_cluster() == []
+
+
+def test_a_dry_run_behind_a_full_queue_does_not_fit_now(org: Org) -> None:
+    from tests.jobs.test_lifecycle import admitted_workload
+
+    # 24 GPUs (16 nominal + 8 borrowed) already held by another job.
+    admitted_workload("research", "big", gpus=24, flavor="h100", runtime=3600)
+    body = org.alice.post(URL + "?dry_run=true", job(), format="json").json()
+    assert body["fits_now"] is False
+    assert body["queue_position"] == 1
+    earliest, latest = body["estimated_start"]["earliest"], body["estimated_start"]["latest"]
+    assert earliest is not None and latest is not None and earliest <= latest
+    assert body["explanation"]["shortfalls"], body["explanation"]
+
+
+def test_submit_stores_the_rendered_manifest_and_creates_it_after_commit(
+    org: Org, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        response = org.alice.post(URL, job(), format="json")
+    assert response.status_code == 201, response.content
+    stored = JobRequest.objects.get()
+    assert stored.manifest[0]["metadata"]["annotations"]["berth.dev/job-request"] == str(stored.pk)
+    assert stored.submitted_by == org.users["alice"]
+    assert stored.state == JobState.QUEUED  # the create task ran (in-process) after commit
+    [created] = on_cluster()
+    assert created["metadata"]["name"] == "qwen-sft"
+    assert created["spec"]["suspend"] is True
+    assert stored.cluster_uid == created["metadata"]["uid"]
+
+
+def test_the_create_task_run_twice_creates_once(org: Org) -> None:
+    org.alice.post(URL, job(), format="json")  # on_commit not run: nothing created yet
+    stored = JobRequest.objects.get()
+    backend = SimulatedBackend()
+    assert create_on_cluster(backend, stored.pk) == "created"
+    writes = SimulatedEvent.objects.count()
+    # A redelivered task after the first one finished, and one that lost the
+    # race with it (state still "submitted"), both find their own object.
+    assert create_on_cluster(backend, stored.pk) == "skipped"
+    JobRequest.objects.filter(pk=stored.pk).update(state=JobState.SUBMITTED)
+    assert create_on_cluster(backend, stored.pk) == "exists"
+    assert len(on_cluster()) == 1
+    assert SimulatedEvent.objects.count() == writes  # no write after the first create
+    assert JobRequest.objects.get().state == JobState.QUEUED
+
+
+def test_a_name_taken_by_someone_elses_object_is_rejected_not_adopted(org: Org) -> None:
+    SimulatedBackend().create(
+        {"apiVersion": "batch/v1", "kind": "Job",
+         "metadata": {"name": "qwen-sft", "namespace": "research"}, "spec": {}}
+    )  # fmt: skip
+    org.alice.post(URL, job(), format="json")
+    stored = JobRequest.objects.get()
+    assert create_on_cluster(SimulatedBackend(), stored.pk) == "rejected"
+    stored.refresh_from_db()
+    assert (stored.state, stored.reason) == (JobState.REJECTED, "NameTaken")
+
+
+def test_a_live_name_cannot_be_submitted_twice(org: Org) -> None:
+    assert org.alice.post(URL, job(), format="json").status_code == 201
+    again = org.alice.post(URL, job(), format="json")
+    assert again.status_code == 400
+    assert again.json()["errors"][0]["rule"] == "name-in-use"
+
+
+def test_cancel_deletes_the_object_and_keeps_the_record(
+    org: Org, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        job_id = org.alice.post(URL, job(), format="json").json()["id"]
+    assert len(on_cluster()) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        response = org.alice.delete(f"{URL}{job_id}/")
+    assert response.status_code == 202
+    assert on_cluster() == []
+    stored = JobRequest.objects.get(pk=job_id)
+    assert stored.state == JobState.CANCELLED and stored.cancelled_at is not None
+    assert org.alice.delete(f"{URL}{job_id}/").status_code == 409  # already ended
+    assert delete_from_cluster(SimulatedBackend(), job_id) == "skipped"
+    # The name is free again.
+    assert org.alice.post(URL, job(), format="json").status_code == 201
+
+
+def test_other_teams_jobs_are_invisible(org: Org) -> None:
+    job_id = org.alice.post(URL, job(), format="json").json()["id"]
+    assert org.bob.get(URL).json()["count"] == 0
+    for path in (f"{URL}{job_id}/", f"{URL}{job_id}/explain/", f"{URL}{job_id}/events/"):
+        assert org.bob.get(path).status_code == 404, path
+        assert org.alice.get(path).status_code == 200, path
+        assert org.admin.get(path).status_code == 200, path
+    assert org.bob.delete(f"{URL}{job_id}/").status_code == 404
+    assert JobRequest.objects.get().state == JobState.SUBMITTED
+    assert org.admin.get(URL).json()["count"] == 1
+
+
+def test_list_filters_by_state_team_and_queue(org: Org) -> None:
+    org.alice.post(URL, job(), format="json")
+    org.alice.post(URL, job(name="eval-1", queue="eval-batch", nodes=1), format="json")
+    names = lambda q: {j["name"] for j in org.admin.get(URL + q).json()["results"]}  # noqa: E731
+    assert names("?queue=research-eval") == {"eval-1"}
+    assert names("?team=research&state=submitted") == {"qwen-sft", "eval-1"}
+    assert names("?state=running") == set()
+    assert names("?name=qwen-sft") == {"qwen-sft"}
+
+
+def test_explain_a_job_not_yet_on_the_cluster(org: Org) -> None:
+    job_id = org.alice.post(URL, job(), format="json").json()["id"]
+    body = org.alice.get(f"{URL}{job_id}/explain/").json()
+    assert body["state"] == "submitted"
+    assert body["fits_now"] is True
+    assert body["explanation"]["cluster_queue"] == "research"
+
+
+@pytest.mark.parametrize("kind", ["JobSet", "PyTorchJob", "TrainJob"])
+def test_every_kind_is_created_on_the_simulated_cluster(org: Org, kind: str) -> None:
+    org.alice.post(URL, job(kind=kind), format="json")
+    stored = JobRequest.objects.get()
+    assert create_on_cluster(SimulatedBackend(), stored.pk) == "created"
+    [created] = on_cluster(kind)
+    assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
