@@ -10,7 +10,8 @@ from jobs.models import JobKind, JobRequest, JobState
 class JobFilter(filters.FilterSet):
     team = filters.CharFilter(field_name="team__slug")
     queue = filters.CharFilter(field_name="cluster_queue")
-    state = filters.MultipleChoiceFilter(choices=JobState.choices)
+    # No DISTINCT: one row per job whatever the states asked for.
+    state = filters.MultipleChoiceFilter(choices=JobState.choices, distinct=False)
     kind = filters.ChoiceFilter(choices=JobKind.choices)
     submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")

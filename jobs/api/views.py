@@ -38,7 +38,6 @@ LIST_DEFERRED = (
     "manifest",
     "env",
     "command",
-    "justification",
     "workload__pod_sets",
     "workload__requested",
     "workload__message",

@@ -158,3 +158,20 @@ def test_every_kind_is_created_on_the_simulated_cluster(org: Org, kind: str) -> 
     assert create_on_cluster(SimulatedBackend(), stored.pk) == "created"
     [created] = on_cluster(kind)
     assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+
+
+def test_the_list_costs_the_same_queries_for_more_jobs(org: Org) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert org.admin.get(URL).status_code == 200
+        return len(captured)
+
+    org.alice.post(URL, job(name="one"), format="json")
+    queries()  # the token's first use is recorded once
+    few = queries()
+    for name in ("two", "three", "four"):
+        org.alice.post(URL, job(name=name, queue="eval-batch", nodes=1), format="json")
+    assert queries() == few
