@@ -104,8 +104,13 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class JobListSerializer(JobSerializer):
-    """The list leaves out the manifest and environment (large, and in the detail)."""
+    """What a list row shows; the detail (``jobs/{id}/``) has everything else."""
 
     class Meta(JobSerializer.Meta):
-        fields = [f for f in JobSerializer.Meta.fields if f not in ("manifest", "env", "command")]
+        fields = [
+            "id", "name", "team", "namespace", "kind", "nodes", "gpus_per_node", "gpus",
+            "queue_class", "local_queue", "cluster_queue", "priority_class", "priority", "state",
+            "reason", "submitted_by", "submitted_at", "admitted_at", "started_at", "finished_at",
+            "wait_seconds", "preemptions", "gpu_hours_used", "gpu_hours_lost",
+        ]  # fmt: skip
         read_only_fields = fields

@@ -38,9 +38,9 @@ LIST_DEFERRED = (
     "manifest",
     "env",
     "command",
-    "workload__pod_sets",
-    "workload__requested",
-    "workload__message",
+    "labels",
+    "justification",
+    "message",
 )
 
 
@@ -65,7 +65,9 @@ class JobViewSet(
     def get_queryset(self) -> QuerySet[JobRequest]:
         jobs = selectors.jobs_for(self.request.user)
         if self.action == "list":
-            # The list shows none of the large JSON; decoding it is most of a page's cost.
+            # The list shows none of the large JSON (decoding it is most of a
+            # page's cost) and needs no workload.
+            jobs = jobs.select_related(None).select_related("team", "submitted_by")
             jobs = jobs.defer(*LIST_DEFERRED)
         return jobs
 
