@@ -14,6 +14,7 @@ at the end. Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -98,7 +99,16 @@ def run(teams: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--teams", type=int, default=200)
+    parser.add_argument(
+        "--with-reconcile",
+        action="store_true",
+        help="also reconcile after each write, in the request (the embedded mode without a "
+        "worker); bench/reconcile.py times reconciles on their own",
+    )
     args = parser.parse_args()
+    if not args.with_reconcile:
+        # With a worker, a write only queues its reconcile; measure the write.
+        os.environ["BERTH_RECONCILE_ON_CHANGE"] = "0"
     return with_scratch_database("bench/policy.py", lambda: run(args.teams))
 
 
