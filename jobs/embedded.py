@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from jobs.follow import follow_jobs
+from jobs.forecast import refresh_pending_forecasts
 from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads
 from queues.backends import get_backend
 from queues.models import ReconcileRun
@@ -20,6 +21,7 @@ from queues.reconcile import applied_policy_version, policy_version, reconcile
 from queues.simulation.runner import step
 
 log = logging.getLogger(__name__)
+FORECAST_EVERY = 5.0  # seconds
 
 
 class EmbeddedLoop(threading.Thread):
@@ -27,7 +29,7 @@ class EmbeddedLoop(threading.Thread):
         super().__init__(name="berth-embedded-loop", daemon=True)
         self.interval = interval or float(settings.BERTH_SIMULATED_TICK)
         self.stop_event = threading.Event()
-        self.last_reconcile = self.last_snapshot = float("-inf")
+        self.last_reconcile = self.last_snapshot = self.last_forecast = float("-inf")
 
     def run_once(self) -> None:
         backend = get_backend()
@@ -42,6 +44,10 @@ class EmbeddedLoop(threading.Thread):
         if time.monotonic() - self.last_snapshot > settings.BERTH_SYNC_INTERVAL:
             snapshot_cluster(backend)
             self.last_snapshot = time.monotonic()
+        # The engine's forward runs cost more than a sync: a few seconds' lag is fine.
+        if time.monotonic() - self.last_forecast > FORECAST_EVERY:
+            refresh_pending_forecasts()
+            self.last_forecast = time.monotonic()
 
     def run(self) -> None:
         while not self.stop_event.is_set():

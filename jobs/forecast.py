@@ -12,7 +12,7 @@ from typing import Any
 
 from jobs.cluster_state import ClusterState, cluster_state, pod_set
 from queues.engine.assign import Mode
-from queues.engine.estimate import estimate_start
+from queues.engine.estimate import estimate_all, estimate_start
 from queues.engine.explain import Explanation, explain
 from queues.engine.model import Policy, Workload
 from queues.engine.scheduler import Scheduler
@@ -208,3 +208,46 @@ def forecast_existing(workload_key: str, now: datetime | None = None) -> Forecas
     if workload_key not in state.scheduler.workloads:
         return None
     return _forecast(state, workload_key, estimate=True)
+
+
+def refresh_pending_forecasts(now: datetime | None = None) -> int:
+    """Explain and estimate every pending workload sync knows, in one pass over
+    the engine (two forward runs for all start estimates), and store it for the
+    pages. Returns how many forecasts are stored."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from jobs.models import PendingForecast, WorkloadRecord
+
+    moment = now or timezone.now()
+    state = cluster_state(moment)
+    scheduler = state.scheduler
+    estimates = estimate_all(scheduler, moment.timestamp())
+    ids = {
+        f"{ns}/{name}": pk
+        for pk, ns, name in WorkloadRecord.objects.filter(
+            state__in=["pending", "evicted"]
+        ).values_list("pk", "namespace", "name")
+    }
+    rows = []
+    for key, estimate in estimates.items():
+        if key not in ids:
+            continue
+        explanation = explain(scheduler, key)
+        rows.append(
+            PendingForecast(
+                workload_id=ids[key],
+                cluster_queue=explanation.cluster_queue,
+                position=explanation.position,
+                reason=explanation.reason[:64],
+                message=explanation.message,
+                earliest_start=_when(estimate.earliest),
+                latest_start=_when(estimate.latest),
+                explanation=explanation.as_dict(),
+                computed_at=moment,
+            )
+        )
+    with transaction.atomic():
+        PendingForecast.objects.all().delete()
+        PendingForecast.objects.bulk_create(rows)
+    return len(rows)

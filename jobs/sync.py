@@ -29,8 +29,9 @@ from jobs.models import (
     WorkloadRecord,
     WorkloadState,
 )
+from jobs.rollups import count_admission, count_eviction
 from queues.backends.base import TYPES, ClusterBackend, WatchEvent, WatchExpired
-from queues.models import TeamNamespace
+from queues.models import LocalQueue, TeamNamespace
 from queues.quantity import QuantityError, to_canonical
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,20 @@ _CONDITION_EVENTS = {
     ("Evicted", "True"): EventType.EVICTED,
     ("Preempted", "True"): EventType.PREEMPTED,
     ("Requeued", "True"): EventType.REQUEUED,
+}
+
+
+# Within one second, the order transitions happen in.
+_RANK: dict[str, int] = {
+    EventType.CREATED: 0,
+    EventType.EVICTED: 1,
+    EventType.PREEMPTED: 2,
+    EventType.REQUEUED: 3,
+    EventType.QUOTA_RESERVED: 4,
+    EventType.CHECK_STATE: 5,
+    EventType.ADMITTED: 6,
+    EventType.FINISHED: 7,
+    EventType.FAILED: 7,
 }
 
 
@@ -235,12 +250,20 @@ def upsert_workload(
                 record = WorkloadRecord.objects.select_for_update().get(uid=metadata["uid"])
         elif fields["resource_version"] and record.resource_version == fields["resource_version"]:
             return record  # seen this very version already: nothing to write
+        if not fields["cluster_queue"]:
+            # Pending or evicted: no admission names the queue; it stays where it was,
+            # or where its LocalQueue points.
+            fields["cluster_queue"] = record.cluster_queue or _cluster_queue_of(
+                str(fields["namespace"]), str(fields["local_queue"])
+            )
         changed = [name for name, value in fields.items() if getattr(record, name) != value]
         for name in changed:
             setattr(record, name, fields[name])
         if changed:
             record.save(update_fields=[*changed, "synced_at"])
-        for event_type, at, event_reason, event_message, details in events_of(workload):
+        # In time order, so a rollup sees the requeue before the admission after it.
+        found = sorted(events_of(workload), key=lambda e: (e[1], _RANK.get(e[0], 9)))
+        for event_type, at, event_reason, event_message, details in found:
             _add_event(record, event_type, at, event_reason, event_message, details)
         evictions = record.events.filter(type=EventType.EVICTED).count()
         if evictions != record.evictions:
@@ -270,6 +293,13 @@ def _add_event(
                 message=message,
                 details=details,
             )
+            # Counted only with a new event: a replay or a second sync adds nothing.
+            if event_type == EventType.ADMITTED:
+                count_admission(record, at)
+            elif event_type == EventType.PREEMPTED:
+                count_eviction(record, at, reason, preempted=True)
+            elif event_type == EventType.EVICTED and reason != "Preempted":
+                count_eviction(record, at, reason, preempted=False)
     except IntegrityError:
         pass  # recorded concurrently by another sync
 
@@ -281,6 +311,15 @@ def mark_deleted(uid: str) -> None:
     record.state = WorkloadState.DELETED
     record.save(update_fields=["state", "synced_at"])
     _add_event(record, EventType.DELETED, timezone.now().replace(microsecond=0), "", "", {})
+
+
+def _cluster_queue_of(namespace: str, local_queue: str) -> str:
+    name = (
+        LocalQueue.objects.filter(namespace__name=namespace, name=local_queue)
+        .values_list("cluster_queue__name", flat=True)
+        .first()
+    )
+    return name or ""
 
 
 def _team_ids() -> dict[str, int]:

@@ -12,6 +12,7 @@ from typing import Any
 from celery import shared_task
 
 from jobs.follow import follow_jobs
+from jobs.forecast import refresh_pending_forecasts
 from jobs.services import create_on_cluster, delete_from_cluster, stuck_jobs
 from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads
 from queues.backends import get_backend
@@ -33,7 +34,9 @@ def sync_cluster() -> dict[str, int | str]:
     statuses = sync_queue_status(backend)
     jobs = follow_jobs(backend)
     queues, capacity = snapshot_cluster(backend)
+    forecasts = refresh_pending_forecasts()
     return {
+        "forecasts": forecasts,
         "resource_version": resource_version,
         "queue_statuses": statuses,
         "jobs": jobs,

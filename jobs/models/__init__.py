@@ -3,6 +3,7 @@
 sync only)."""
 
 from jobs.models.requests import JobKind, JobRequest, JobState
+from jobs.models.rollups import WAIT_BUCKETS, PendingForecast, PreemptionRollup, WaitRollup
 from jobs.models.workloads import (
     CapacitySnapshot,
     EventType,
@@ -15,14 +16,18 @@ from jobs.models.workloads import (
 )
 
 __all__ = [
+    "WAIT_BUCKETS",
     "CapacitySnapshot",
     "EventType",
     "JobKind",
     "JobRequest",
     "JobState",
+    "PendingForecast",
+    "PreemptionRollup",
     "QueueSnapshot",
     "QueueStatus",
     "SyncCursor",
+    "WaitRollup",
     "WorkloadEvent",
     "WorkloadRecord",
     "WorkloadState",

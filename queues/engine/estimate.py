@@ -29,7 +29,11 @@ class StartEstimate:
         return self.latest is not None
 
 
-def _start(scheduler: Scheduler, key: str, now: float, factor: float) -> float | None:
+def _first_admissions(
+    scheduler: Scheduler, now: float, factor: float, until: str | None = None
+) -> dict[str, float | None]:
+    """When each workload is first admitted if the state runs forward from now;
+    with ``until``, stop once that one is."""
     stream = []
     for workload in scheduler.workloads.values():
         copied = copy.deepcopy(workload)
@@ -41,10 +45,16 @@ def _start(scheduler: Scheduler, key: str, now: float, factor: float) -> float |
                 copied.work_done = done + (copied.runtime - done) * (1 - factor)
             copied.admitted_at = now
         stream.append((copied, "state"))
-    simulator = Simulator(scheduler.policy, stream, start=now, until_admitted=key)
+    simulator = Simulator(scheduler.policy, stream, start=now, until_admitted=until)
     result = simulator.run()
-    admitted = result.records[key].first_admitted
-    return None if admitted is None or admitted == NEVER else admitted
+    return {
+        key: None if record.first_admitted in (None, NEVER) else record.first_admitted
+        for key, record in result.records.items()
+    }
+
+
+def _start(scheduler: Scheduler, key: str, now: float, factor: float) -> float | None:
+    return _first_admissions(scheduler, now, factor, until=key).get(key)
 
 
 def estimate_start(
@@ -57,3 +67,17 @@ def estimate_start(
         started = workload.admitted_at if workload.admitted_at is not None else when
         return StartEstimate(started, started)
     return StartEstimate(_start(scheduler, key, when, optimism), _start(scheduler, key, when, 1.0))
+
+
+def estimate_all(
+    scheduler: Scheduler, now: float | None = None, *, optimism: float = 0.5
+) -> dict[str, StartEstimate]:
+    """Start estimates for every pending workload at once: two forward runs of
+    the whole state, not two per workload."""
+    when = scheduler.now if now is None else now
+    pending = [k for k, w in scheduler.workloads.items() if w.admission is None and w.active]
+    if not pending:
+        return {}
+    early = _first_admissions(scheduler, when, optimism)
+    late = _first_admissions(scheduler, when, 1.0)
+    return {key: StartEstimate(early.get(key), late.get(key)) for key in pending}

@@ -161,6 +161,28 @@ def test_start_estimate_brackets_the_running_workloads_remaining_time() -> None:
     assert scheduler.workloads["default/next"].admission is None
 
 
+def test_estimating_every_pending_workload_at_once_agrees_with_one_at_a_time() -> None:
+    from queues.engine.estimate import estimate_all, estimate_start
+
+    scheduler = scheduled(
+        [
+            gpus("running", "a", 8, runtime=1000, creationTime=0),
+            gpus("next", "a", 8, runtime=100, creationTime=1),
+            gpus("after", "a", 8, runtime=100, creationTime=2),
+            gpus("forever", "b", 8, creationTime=0),
+            gpus("stuck", "b", 8, creationTime=1),
+        ],
+        queue("a", 8),
+        {k: v for k, v in queue("b", 8).items() if k != "cohortName"},
+    )
+    scheduler.now = 400.0
+    every = estimate_all(scheduler)
+    assert set(every) == {"default/next", "default/after", "default/stuck"}
+    for key, estimate in every.items():
+        assert estimate == estimate_start(scheduler, key), key
+    assert every["default/after"].latest == 1102.0  # behind next's 100 s, and a requeue
+
+
 def test_fits_now_is_promised_the_next_cycle_only_when_that_cycle_admits_it() -> None:
     # After one cycle b-low has been preempted for p; both fit the freed GPUs, but
     # the next cycle considers p first (it does not borrow) and p takes them.

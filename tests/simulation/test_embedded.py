@@ -17,6 +17,7 @@ from django.db import connection
 from jobs.embedded import EmbeddedLoop
 from jobs.models import (
     CapacitySnapshot,
+    PendingForecast,
     QueueSnapshot,
     QueueStatus,
     SyncCursor,
@@ -230,6 +231,7 @@ def test_sync_task_returns_the_resource_version_and_row_counts(demo: None, setti
     queues = len(SimulatedBackend().list(TYPES["ClusterQueue"])[0])
     local_queues = len(SimulatedBackend().list(TYPES["LocalQueue"])[0])
     assert result == {
+        "forecasts": PendingForecast.objects.count(),
         "resource_version": version,
         "queue_statuses": queues + local_queues,
         "jobs": 0,  # the demo load's jobs are not Berth job requests

@@ -1,0 +1,102 @@
+"""Hourly rollups the dashboard and /metrics read instead of the event log:
+admissions with a histogram of their waits, and preemptions by reason. Written
+by sync in the same transaction as the event that counts, so replaying events
+adds nothing twice."""
+
+from __future__ import annotations
+
+import math
+
+from django.db import models
+
+# Upper bounds (seconds) of the wait histogram; the last bucket is open.
+WAIT_BUCKETS: tuple[float, ...] = (
+    10,
+    30,
+    60,
+    300,
+    900,
+    1800,
+    3600,
+    7200,
+    14400,
+    28800,
+    86400,
+    259200,
+    math.inf,
+)
+
+
+def empty_buckets() -> list[int]:
+    return [0] * len(WAIT_BUCKETS)
+
+
+class WaitRollup(models.Model):
+    """Admissions to one ClusterQueue in one hour, and how long they waited
+    (since they were queued, or requeued after an eviction)."""
+
+    cluster_queue = models.CharField(max_length=253)
+    hour = models.DateTimeField()
+    admissions = models.PositiveIntegerField(default=0)
+    wait_seconds_sum = models.FloatField(default=0.0)
+    buckets = models.JSONField(default=empty_buckets)  # counts per WAIT_BUCKETS bound
+    gpus_admitted = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-hour", "cluster_queue"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster_queue", "hour"], name="unique_wait_rollup")
+        ]
+        indexes = [models.Index(fields=["hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_queue} @ {self.hour:%Y-%m-%d %H}h: {self.admissions}"
+
+
+class PreemptionRollup(models.Model):
+    """Evictions of one ClusterQueue's workloads in one hour, by reason, and
+    the GPU time they interrupted (work since their last admission)."""
+
+    cluster_queue = models.CharField(max_length=253)
+    hour = models.DateTimeField()
+    reason = models.CharField(max_length=64)
+    preempted = models.BooleanField(default=True, help_text="preempted, not evicted otherwise")
+    count = models.PositiveIntegerField(default=0)
+    gpu_seconds_interrupted = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-hour", "cluster_queue", "reason"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster_queue", "hour", "reason", "preempted"],
+                name="unique_preemption_rollup",
+            )
+        ]
+        indexes = [models.Index(fields=["hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_queue} @ {self.hour:%Y-%m-%d %H}h: {self.reason} × {self.count}"
+
+
+class PendingForecast(models.Model):
+    """What the engine said about a pending workload at the last sync: its place
+    in line, why it waits, and when it may start. Pages read this instead of
+    running the engine per request."""
+
+    workload = models.OneToOneField(
+        "jobs.WorkloadRecord", on_delete=models.CASCADE, related_name="forecast"
+    )
+    cluster_queue = models.CharField(max_length=253, db_index=True)
+    position = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    earliest_start = models.DateTimeField(null=True, blank=True)
+    latest_start = models.DateTimeField(null=True, blank=True)
+    explanation = models.JSONField(default=dict)
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster_queue", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.workload} #{self.position} in {self.cluster_queue}"

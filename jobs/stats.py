@@ -1,0 +1,354 @@
+"""Reads for the dashboard and /metrics over the pre-aggregated tables: queue
+and capacity snapshots, hourly wait and preemption rollups, queue status.
+Nothing here scans the event log."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Max, Sum
+from django.utils import timezone
+
+from jobs.models import (
+    WAIT_BUCKETS,
+    CapacitySnapshot,
+    JobRequest,
+    PreemptionRollup,
+    QueueSnapshot,
+    QueueStatus,
+    WaitRollup,
+    WorkloadRecord,
+    WorkloadState,
+)
+
+GPU = "nvidia.com/gpu"
+# Rows handed to templates and charts: plain dicts of plain values.
+Row = dict[str, Any]
+DAY = timedelta(days=1)
+WEEK = timedelta(days=7)
+
+
+def quantile(buckets: Sequence[int], q: float) -> float | None:
+    """The q-quantile of a histogram with WAIT_BUCKETS bounds, interpolated
+    within its bucket as Prometheus' histogram_quantile does; None when empty.
+    The open last bucket answers its lower bound."""
+    total = sum(buckets)
+    if total == 0:
+        return None
+    rank = q * total
+    seen = 0
+    lower = 0.0
+    for bound, count in zip(WAIT_BUCKETS, buckets, strict=True):
+        if count and seen + count >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * (rank - seen) / count
+        seen += count
+        lower = bound if not math.isinf(bound) else lower
+    return lower
+
+
+def _hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def _summed(rows: Iterable[Sequence[int]]) -> list[int]:
+    total = [0] * len(WAIT_BUCKETS)
+    for buckets in rows:
+        for index, count in enumerate(buckets):
+            total[index] += int(count)
+    return total
+
+
+@dataclass
+class Waits:
+    admissions: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * len(WAIT_BUCKETS))
+
+    @property
+    def p50(self) -> float | None:
+        return quantile(self.buckets, 0.5)
+
+    @property
+    def p95(self) -> float | None:
+        return quantile(self.buckets, 0.95)
+
+
+def waits_since(since: datetime, queues: Iterable[str] | None = None) -> dict[str, Waits]:
+    """Per ClusterQueue: admissions and their wait histogram since ``since``."""
+    rows = WaitRollup.objects.filter(hour__gte=since.replace(minute=0, second=0, microsecond=0))
+    if queues is not None:
+        rows = rows.filter(cluster_queue__in=list(queues))
+    result: dict[str, Waits] = defaultdict(Waits)
+    for name, admissions, buckets in rows.values_list("cluster_queue", "admissions", "buckets"):
+        waits = result[name]
+        waits.admissions += admissions
+        waits.buckets = _summed([waits.buckets, buckets])
+    return dict(result)
+
+
+def wait_histogram(queue: str, since: datetime) -> list[dict[str, float | int]]:
+    waits = waits_since(since, [queue]).get(queue, Waits())
+    return [{"le": b, "count": c} for b, c in zip(WAIT_BUCKETS, waits.buckets, strict=True)]
+
+
+def daily_waits(queue: str, days: int = 14, now: datetime | None = None) -> list[Row]:
+    """p50/p95 wait and admissions per UTC day, oldest first."""
+    now = now or timezone.now()
+    start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    per_day: dict[date, list[list[int]]] = defaultdict(list)
+    counts: dict[date, int] = defaultdict(int)
+    for hour, admissions, buckets in WaitRollup.objects.filter(
+        cluster_queue=queue, hour__gte=start
+    ).values_list("hour", "admissions", "buckets"):
+        per_day[hour.date()].append(buckets)
+        counts[hour.date()] += admissions
+    rows = []
+    for offset in range(days):
+        day = (start + timedelta(days=offset)).date()
+        buckets = _summed(per_day.get(day, []))
+        rows.append(
+            {
+                "day": day,
+                "p50_seconds": quantile(buckets, 0.5),
+                "p95_seconds": quantile(buckets, 0.95),
+                "admissions": counts.get(day, 0),
+            }
+        )
+    return rows
+
+
+def preemptions_since(since: datetime, queue: str | None = None) -> list[Row]:
+    """Evictions by reason since ``since`` (preemptions and other evictions)."""
+    rows = PreemptionRollup.objects.filter(
+        hour__gte=since.replace(minute=0, second=0, microsecond=0)
+    )
+    if queue is not None:
+        rows = rows.filter(cluster_queue=queue)
+    grouped = (
+        rows.values("reason", "preempted")
+        .annotate(count=Sum("count"), gpu_seconds=Sum("gpu_seconds_interrupted"))
+        .order_by("-count", "reason")
+    )
+    return [
+        {
+            "reason": row["reason"],
+            "preempted": row["preempted"],
+            "count": int(row["count"] or 0),
+            "gpu_hours_lost": round(float(row["gpu_seconds"] or 0) / 3600, 2),
+        }
+        for row in grouped
+    ]
+
+
+def preemption_counts(since: datetime) -> dict[str, int]:
+    """Preemptions per ClusterQueue since ``since``."""
+    rows = (
+        PreemptionRollup.objects.filter(hour__gte=since.replace(minute=0, second=0, microsecond=0))
+        .values("cluster_queue")
+        .annotate(n=Sum("count"))
+    )
+    return {row["cluster_queue"]: int(row["n"] or 0) for row in rows}
+
+
+def latest_snapshot_at() -> datetime | None:
+    return QueueSnapshot.objects.aggregate(at=Max("at"))["at"]
+
+
+def queue_usage(resource: str = GPU) -> dict[str, dict[str, int]]:
+    """Per ClusterQueue, summed over flavors, from the newest snapshot:
+    nominal, usage, borrowed, lent."""
+    newest = latest_snapshot_at()
+    if newest is None:
+        return {}
+    result: dict[str, dict[str, int]] = {}
+    for row in QueueSnapshot.objects.filter(at=newest, resource=resource):
+        entry = result.setdefault(
+            row.cluster_queue, {"nominal": 0, "usage": 0, "borrowed": 0, "lent": 0}
+        )
+        entry["nominal"] += row.nominal
+        entry["usage"] += row.usage
+        entry["borrowed"] += row.borrowed
+        entry["lent"] += row.lent
+    return result
+
+
+def queue_quota_rows(queue: str) -> list[Row]:
+    """Nominal, usage, borrowed and lent per flavor × resource, newest snapshot."""
+    newest = QueueSnapshot.objects.filter(cluster_queue=queue).aggregate(at=Max("at"))["at"]
+    if newest is None:
+        return []
+    rows = QueueSnapshot.objects.filter(cluster_queue=queue, at=newest).order_by(
+        "flavor", "resource"
+    )
+    return [
+        dict(r) for r in rows.values("flavor", "resource", "nominal", "usage", "borrowed", "lent")
+    ]
+
+
+def queue_usage_series(queue: str, since: datetime, resource: str = GPU) -> list[Row]:
+    rows = QueueSnapshot.objects.filter(cluster_queue=queue, resource=resource, at__gte=since)
+    return [
+        dict(r)
+        for r in rows.order_by("at", "flavor").values(
+            "at", "flavor", "usage", "borrowed", "nominal"
+        )
+    ]
+
+
+def pending_by_queue() -> list[Row]:
+    """Pending workloads and the GPUs they ask for, per ClusterQueue (from the
+    workload table's state index; pending rows are few)."""
+    counts: dict[str, dict[str, int]] = {}
+    for queue, requested in WorkloadRecord.objects.filter(state=WorkloadState.PENDING).values_list(
+        "cluster_queue", "requested"
+    ):
+        entry = counts.setdefault(queue or "(unknown)", {"pending": 0, "gpus": 0})
+        entry["pending"] += 1
+        entry["gpus"] += int((requested or {}).get(GPU, 0))
+    return [
+        {"cluster_queue": q, "pending_workloads": v["pending"], "requested_gpus": v["gpus"]}
+        for q, v in sorted(counts.items(), key=lambda kv: (-kv[1]["gpus"], kv[0]))
+    ]
+
+
+def capacity_series(since: datetime) -> list[Row]:
+    """GPU capacity (node allocatable) and allocation (queue usage) per flavor
+    over time. Allocation sums the queue snapshots taken at the same instant."""
+    capacity = {
+        (at, flavor): amount
+        for at, flavor, amount in CapacitySnapshot.objects.filter(
+            resource=GPU, at__gte=since
+        ).values_list("at", "flavor", "allocatable")
+    }
+    allocated: dict[tuple[datetime, str], int] = defaultdict(int)
+    for at, flavor, usage in QueueSnapshot.objects.filter(resource=GPU, at__gte=since).values_list(
+        "at", "flavor", "usage"
+    ):
+        allocated[(at, flavor)] += usage
+    keys = sorted(set(capacity) | set(allocated))
+    return [
+        {
+            "at": at,
+            "flavor": flavor,
+            "capacity": capacity.get((at, flavor), 0),
+            "allocated": allocated.get((at, flavor), 0),
+            "utilised": None,
+        }
+        for at, flavor in keys
+    ]
+
+
+def capacity_now() -> list[Row]:
+    """Per flavor: GPUs the nodes offer (newest capacity snapshot) and GPUs the
+    queues hold (newest queue snapshot); a flavor seen in only one has 0 in the other."""
+    capacity: dict[str, tuple[int, int]] = {}
+    newest = CapacitySnapshot.objects.aggregate(at=Max("at"))["at"]
+    if newest is not None:
+        for flavor, allocatable, nodes in CapacitySnapshot.objects.filter(
+            at=newest, resource=GPU
+        ).values_list("flavor", "allocatable", "nodes"):
+            capacity[flavor] = (allocatable, nodes)
+    usage: dict[str, int] = defaultdict(int)
+    snap = latest_snapshot_at()
+    if snap is not None:
+        for flavor, amount in QueueSnapshot.objects.filter(at=snap, resource=GPU).values_list(
+            "flavor", "usage"
+        ):
+            usage[flavor] += amount
+    return [
+        {
+            "flavor": flavor,
+            "capacity": capacity.get(flavor, (0, 0))[0],
+            "allocated": usage.get(flavor, 0),
+            "utilised": None,
+            "nodes": capacity.get(flavor, (0, 0))[1],
+        }
+        for flavor in sorted(set(capacity) | set(usage))
+    ]
+
+
+@dataclass
+class QueueRow:
+    name: str
+    team: str
+    queue_class: str
+    cohort: str
+    nominal: int = 0
+    usage: int = 0
+    borrowed: int = 0
+    lent: int = 0
+    pending: int = 0
+    admitted: int = 0
+    p50_day: float | None = None
+    p95_day: float | None = None
+    p50_week: float | None = None
+    p95_week: float | None = None
+    preemptions_week: int = 0
+
+
+def queue_rows(now: datetime | None = None) -> list[QueueRow]:
+    """Every ClusterQueue of the policy with its GPU figures and wait statistics."""
+    from queues.models import ClusterQueue
+
+    now = now or timezone.now()
+    usage = queue_usage()
+    status = {s.name: s for s in QueueStatus.objects.filter(kind="ClusterQueue")}
+    day, week = waits_since(now - DAY), waits_since(now - WEEK)
+    preempted = preemption_counts(now - WEEK)
+    rows = []
+    for queue in ClusterQueue.objects.select_related("team", "queue_class", "cohort").order_by(
+        "name"
+    ):
+        figures = usage.get(queue.name, {})
+        seen = status.get(queue.name)
+        rows.append(
+            QueueRow(
+                name=queue.name,
+                team=queue.team.slug if queue.team else "",
+                queue_class=queue.queue_class.name if queue.queue_class else "",
+                cohort=queue.cohort.name if queue.cohort else "",
+                nominal=figures.get("nominal", 0),
+                usage=figures.get("usage", 0),
+                borrowed=figures.get("borrowed", 0),
+                lent=figures.get("lent", 0),
+                pending=seen.pending_workloads if seen else 0,
+                admitted=seen.admitted_workloads if seen else 0,
+                p50_day=day[queue.name].p50 if queue.name in day else None,
+                p95_day=day[queue.name].p95 if queue.name in day else None,
+                p50_week=week[queue.name].p50 if queue.name in week else None,
+                p95_week=week[queue.name].p95 if queue.name in week else None,
+                preemptions_week=preempted.get(queue.name, 0),
+            )
+        )
+    return rows
+
+
+def job_counts(team_ids: Iterable[int] | None = None) -> dict[str, int]:
+    jobs = JobRequest.objects.all()
+    if team_ids is not None:
+        jobs = jobs.filter(team_id__in=list(team_ids))
+    return dict(jobs.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+
+
+__all__ = [
+    "QueueRow",
+    "Waits",
+    "capacity_now",
+    "capacity_series",
+    "daily_waits",
+    "job_counts",
+    "pending_by_queue",
+    "preemptions_since",
+    "quantile",
+    "queue_quota_rows",
+    "queue_rows",
+    "queue_usage_series",
+    "wait_histogram",
+    "waits_since",
+]
