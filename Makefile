@@ -31,7 +31,9 @@ run: seed
 	@$(PY) manage.py run_embedded $(HOST):$(PORT)
 
 ## make test: quality gates, then the whole suite on real PostgreSQL and Redis
+## (and Debian's chromium for the browser tests, installed when missing)
 test: $(STAMP)
+	@$(PY) scripts/ensure_browser.py
 	@$(PY) scripts/test_services.py -- $(MAKE) --no-print-directory check pytest
 
 check: $(STAMP)

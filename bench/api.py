@@ -17,45 +17,30 @@ Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
-from datetime import timedelta
 from typing import Any
 
+from history import LIVE, bulk_jobs
 from org import with_scratch_database
 from policy import summary, timed_request
 
-LIVE = 300  # pending or running workloads the forecast has to consider
 
-
-def _progress(label: str, done: int, total: int) -> None:
-    print(f"\r  {label}: {done:,}/{total:,}", end="" if done < total else "\n", flush=True)
-
-
-def build(jobs: int, events: int, seed: int = 7) -> None:
+def build(jobs: int, events: int) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from django.utils import timezone
 
-    from jobs.models import (
-        EventType,
-        JobRequest,
-        JobState,
-        WorkloadEvent,
-        WorkloadRecord,
-        WorkloadState,
-    )
     from queues import services
     from queues.models import LocalQueue, Team
 
     call_command("seed_demo", "--quiet-logins", verbosity=0)
-    rng = random.Random(seed)
-    teams = list(Team.objects.filter(slug__in=["research", "serving", "platform"]))
-    queues = {
-        t.pk: LocalQueue.objects.filter(namespace__team=t).select_related("cluster_queue").first()
+    teams = Team.objects.filter(slug__in=["research", "serving", "platform"]).order_by("slug")
+    queues = [
+        LocalQueue.objects.filter(namespace__team=t)
+        .select_related("cluster_queue", "namespace__team")
+        .first()
         for t in teams
-    }
+    ]
     member = get_user_model().objects.create_user("bench-member", password="x")
     services.set_membership(
         actor=None,
@@ -64,95 +49,7 @@ def build(jobs: int, events: int, seed: int = 7) -> None:
         role="member",
         present=True,
     )
-    now = timezone.now()
-    per_job = max(1, events // jobs)
-    batch = 5000
-    print(f"building {jobs:,} jobs, {jobs:,} workloads and {per_job * jobs:,} events")
-    for start in range(0, jobs, batch):
-        rows, records = [], []
-        for i in range(start, min(jobs, start + batch)):
-            team = teams[i % len(teams)]
-            queue = queues[team.pk]
-            assert queue is not None
-            live = i >= jobs - LIVE
-            submitted = now - timedelta(seconds=(jobs - i) * 30)
-            wstate = (
-                rng.choice([WorkloadState.PENDING, WorkloadState.ADMITTED])
-                if live
-                else rng.choice([WorkloadState.FINISHED] * 9 + [WorkloadState.FAILED])
-            )
-            gpus = rng.choice([1, 2, 4, 8])
-            records.append(
-                WorkloadRecord(
-                    uid=f"bench-{i}",
-                    namespace=queue.namespace.name,
-                    name=f"job-bench-{i}",
-                    team=team,
-                    job_kind="Job",
-                    job_name=f"bench-{i}",
-                    local_queue=queue.name,
-                    cluster_queue=queue.cluster_queue.name,
-                    requested={"nvidia.com/gpu": gpus},
-                    pod_sets=[{"name": "main", "count": 1, "requests": {"nvidia.com/gpu": gpus}}],
-                    flavors={"main": {"nvidia.com/gpu": "h100-ondemand"}}
-                    if wstate != WorkloadState.PENDING
-                    else {},
-                    state=wstate,
-                    created_at=submitted,
-                    admitted_at=submitted + timedelta(seconds=60)
-                    if wstate != WorkloadState.PENDING
-                    else None,
-                )
-            )
-            state = {
-                WorkloadState.PENDING: JobState.QUEUED,
-                WorkloadState.ADMITTED: JobState.RUNNING,
-                WorkloadState.FINISHED: JobState.SUCCEEDED,
-                WorkloadState.FAILED: JobState.FAILED,
-            }[wstate]
-            rows.append(
-                JobRequest(
-                    name=f"bench-{i}",
-                    team=team,
-                    namespace=queue.namespace.name,
-                    image="registry.example.com/trainer:1",
-                    command=["python", "train.py"],
-                    nodes=1,
-                    gpus_per_node=gpus,
-                    queue_class="training-large",
-                    local_queue=queue.name,
-                    cluster_queue=queue.cluster_queue.name,
-                    checkpoint_uri="s3://bench/ckpt",
-                    max_runtime_seconds=3600,
-                    state=state,
-                    submitted_at=submitted,
-                    submitted_by=member,
-                    manifest=[{"kind": "Job", "metadata": {"name": f"bench-{i}"}}],
-                )
-            )
-        WorkloadRecord.objects.bulk_create(records)
-        for row, record in zip(rows, records, strict=True):
-            row.workload = record
-        JobRequest.objects.bulk_create(rows)
-        kinds = [EventType.CREATED, EventType.QUOTA_RESERVED, EventType.ADMITTED]
-        event_rows = []
-        for record in records:
-            for k in range(per_job):
-                event_rows.append(
-                    WorkloadEvent(
-                        workload=record,
-                        type=kinds[k % 3] if k < per_job - 1 else EventType.FINISHED,
-                        at=record.created_at + timedelta(seconds=k),
-                        reason=f"r{k}",
-                    )
-                )
-        WorkloadEvent.objects.bulk_create(event_rows, batch_size=batch)
-        _progress("jobs", min(jobs, start + batch), jobs)
-    from django.db import connection
-
-    # A database in service is vacuumed by autovacuum; counts then read the index only.
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE")
+    bulk_jobs([q for q in queues if q is not None], member, jobs, events)
 
 
 def print_queries(action: Any) -> None:

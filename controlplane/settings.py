@@ -63,6 +63,14 @@ BERTH_SYNC_INTERVAL = env.number("BERTH_SYNC_INTERVAL", 30, minimum=5)
 BERTH_NODE_GPUS = env.number("BERTH_NODE_GPUS", 8, minimum=1)
 # Checkpoint interval assumed for jobs that checkpoint but do not say how often.
 BERTH_CHECKPOINT_INTERVAL = env.number("BERTH_CHECKPOINT_INTERVAL", 1800, minimum=60)
+# Bearer token Prometheus sends to GET /metrics. Unset: /metrics answers only
+# loopback (not proxied) requests and signed-in platform admins.
+BERTH_METRICS_TOKEN = env.text("BERTH_METRICS_TOKEN", "").strip()
+if BERTH_METRICS_TOKEN and len(BERTH_METRICS_TOKEN) < 16:
+    raise ConfigError(
+        "BERTH_METRICS_TOKEN is too short: use at least 16 random characters, "
+        "e.g. $(openssl rand -hex 32)"
+    )
 
 
 def _data_dir(*parts: str) -> Path:

@@ -6,14 +6,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import health
-from frontend import views as frontend_views
+from jobs.metrics import metrics_view
 
 admin.site.site_header = "Berth administration"
 admin.site.site_title = "Berth"
 admin.site.index_title = "Policy, people and audit"
 
 urlpatterns = [
-    path("", frontend_views.home, name="home"),
+    path("", include("frontend.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api-auth/", include("rest_framework.urls")),
     path("healthz", health.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
 ]
 
 handler404 = "controlplane.api.not_found"

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Model
 
 from jobs.models import (
+    BUCKET_FIELDS,
     WAIT_BUCKETS,
     EventType,
     PreemptionRollup,
@@ -56,14 +57,12 @@ def count_admission(record: WorkloadRecord, at: datetime) -> None:
         return
     wait = max(0.0, (at - _queued_at(record, at)).total_seconds())
     row = _locked(WaitRollup, cluster_queue=record.cluster_queue, hour=hour_of(at))
-    assert isinstance(row, WaitRollup)
-    buckets = list(row.buckets)
-    buckets[bucket_of(wait)] += 1
+    bucket = BUCKET_FIELDS[bucket_of(wait)]
     WaitRollup.objects.filter(pk=row.pk).update(
         admissions=F("admissions") + 1,
         wait_seconds_sum=F("wait_seconds_sum") + wait,
-        buckets=buckets,
         gpus_admitted=F("gpus_admitted") + record.gpus,
+        **{bucket: F(bucket) + 1},
     )
 
 

@@ -15,6 +15,7 @@ from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
 from jobs.models import (
+    BUCKET_FIELDS,
     WAIT_BUCKETS,
     CapacitySnapshot,
     JobRequest,
@@ -79,17 +80,28 @@ class Waits:
         return quantile(self.buckets, 0.95)
 
 
+def _bucket_sums() -> dict[str, Sum]:
+    return {name: Sum(name) for name in BUCKET_FIELDS}
+
+
 def waits_since(since: datetime, queues: Iterable[str] | None = None) -> dict[str, Waits]:
-    """Per ClusterQueue: admissions and their wait histogram since ``since``."""
-    rows = WaitRollup.objects.filter(hour__gte=since.replace(minute=0, second=0, microsecond=0))
+    """Per ClusterQueue: admissions and their wait histogram since ``since``,
+    summed by the database over the hourly rollups."""
+    rows = WaitRollup.objects.filter(hour__gte=_hour(since))
     if queues is not None:
         rows = rows.filter(cluster_queue__in=list(queues))
-    result: dict[str, Waits] = defaultdict(Waits)
-    for name, admissions, buckets in rows.values_list("cluster_queue", "admissions", "buckets"):
-        waits = result[name]
-        waits.admissions += admissions
-        waits.buckets = _summed([waits.buckets, buckets])
-    return dict(result)
+    grouped = (
+        rows.values("cluster_queue")
+        .annotate(total=Sum("admissions"), **_bucket_sums())
+        .order_by("cluster_queue")
+    )
+    result = {}
+    for summed in grouped:
+        row: dict[str, Any] = dict(summed)  # the bucket keys are built, not literal
+        result[row["cluster_queue"]] = Waits(
+            int(row["total"] or 0), [int(row[name] or 0) for name in BUCKET_FIELDS]
+        )
+    return result
 
 
 def wait_histogram(queue: str, since: datetime) -> list[dict[str, float | int]]:
@@ -103,11 +115,11 @@ def daily_waits(queue: str, days: int = 14, now: datetime | None = None) -> list
     start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
     per_day: dict[date, list[list[int]]] = defaultdict(list)
     counts: dict[date, int] = defaultdict(int)
-    for hour, admissions, buckets in WaitRollup.objects.filter(
-        cluster_queue=queue, hour__gte=start
-    ).values_list("hour", "admissions", "buckets"):
-        per_day[hour.date()].append(buckets)
-        counts[hour.date()] += admissions
+    for row in WaitRollup.objects.filter(cluster_queue=queue, hour__gte=start).only(
+        "hour", "admissions", *BUCKET_FIELDS
+    ):
+        per_day[row.hour.date()].append(row.buckets)
+        counts[row.hour.date()] += row.admissions
     rows = []
     for offset in range(days):
         day = (start + timedelta(days=offset)).date()
@@ -146,13 +158,12 @@ def preemptions_since(since: datetime, queue: str | None = None) -> list[Row]:
     ]
 
 
-def preemption_counts(since: datetime) -> dict[str, int]:
+def preemption_counts(since: datetime, queues: Iterable[str] | None = None) -> dict[str, int]:
     """Preemptions per ClusterQueue since ``since``."""
-    rows = (
-        PreemptionRollup.objects.filter(hour__gte=since.replace(minute=0, second=0, microsecond=0))
-        .values("cluster_queue")
-        .annotate(n=Sum("count"))
-    )
+    rollups = PreemptionRollup.objects.filter(hour__gte=_hour(since))
+    if queues is not None:
+        rollups = rollups.filter(cluster_queue__in=list(queues))
+    rows = rollups.values("cluster_queue").annotate(n=Sum("count"))
     return {row["cluster_queue"]: int(row["n"] or 0) for row in rows}
 
 
@@ -160,14 +171,19 @@ def latest_snapshot_at() -> datetime | None:
     return QueueSnapshot.objects.aggregate(at=Max("at"))["at"]
 
 
-def queue_usage(resource: str = GPU) -> dict[str, dict[str, int]]:
+def queue_usage(
+    resource: str = GPU, queues: Iterable[str] | None = None
+) -> dict[str, dict[str, int]]:
     """Per ClusterQueue, summed over flavors, from the newest snapshot:
     nominal, usage, borrowed, lent."""
     newest = latest_snapshot_at()
     if newest is None:
         return {}
     result: dict[str, dict[str, int]] = {}
-    for row in QueueSnapshot.objects.filter(at=newest, resource=resource):
+    rows = QueueSnapshot.objects.filter(at=newest, resource=resource)
+    if queues is not None:
+        rows = rows.filter(cluster_queue__in=list(queues))
+    for row in rows:
         entry = result.setdefault(
             row.cluster_queue, {"nominal": 0, "usage": 0, "borrowed": 0, "lent": 0}
         )
@@ -219,18 +235,20 @@ def pending_by_queue() -> list[Row]:
 
 def capacity_series(since: datetime) -> list[Row]:
     """GPU capacity (node allocatable) and allocation (queue usage) per flavor
-    over time. Allocation sums the queue snapshots taken at the same instant."""
+    over time; the database sums the queues of each snapshot instant."""
     capacity = {
         (at, flavor): amount
         for at, flavor, amount in CapacitySnapshot.objects.filter(
             resource=GPU, at__gte=since
         ).values_list("at", "flavor", "allocatable")
     }
-    allocated: dict[tuple[datetime, str], int] = defaultdict(int)
-    for at, flavor, usage in QueueSnapshot.objects.filter(resource=GPU, at__gte=since).values_list(
-        "at", "flavor", "usage"
-    ):
-        allocated[(at, flavor)] += usage
+    allocated = {
+        (row["at"], row["flavor"]): int(row["total"] or 0)
+        for row in QueueSnapshot.objects.filter(resource=GPU, at__gte=since)
+        .values("at", "flavor")
+        .annotate(total=Sum("usage"))
+        .order_by()
+    }
     keys = sorted(set(capacity) | set(allocated))
     return [
         {
@@ -292,19 +310,24 @@ class QueueRow:
     preemptions_week: int = 0
 
 
-def queue_rows(now: datetime | None = None) -> list[QueueRow]:
-    """Every ClusterQueue of the policy with its GPU figures and wait statistics."""
+def queue_rows(now: datetime | None = None, names: Iterable[str] | None = None) -> list[QueueRow]:
+    """Every ClusterQueue of the policy (or those named) with its GPU figures
+    and wait statistics."""
     from queues.models import ClusterQueue
 
     now = now or timezone.now()
-    usage = queue_usage()
-    status = {s.name: s for s in QueueStatus.objects.filter(kind="ClusterQueue")}
-    day, week = waits_since(now - DAY), waits_since(now - WEEK)
-    preempted = preemption_counts(now - WEEK)
+    wanted = list(names) if names is not None else None
+    usage = queue_usage(queues=wanted)
+    statuses = QueueStatus.objects.filter(kind="ClusterQueue")
+    queues = ClusterQueue.objects.select_related("team", "queue_class", "cohort").order_by("name")
+    if wanted is not None:
+        statuses = statuses.filter(name__in=wanted)
+        queues = queues.filter(name__in=wanted)
+    status = {s.name: s for s in statuses}
+    day, week = waits_since(now - DAY, wanted), waits_since(now - WEEK, wanted)
+    preempted = preemption_counts(now - WEEK, wanted)
     rows = []
-    for queue in ClusterQueue.objects.select_related("team", "queue_class", "cohort").order_by(
-        "name"
-    ):
+    for queue in queues:
         figures = usage.get(queue.name, {})
         seen = status.get(queue.name)
         rows.append(
@@ -352,3 +375,21 @@ __all__ = [
     "wait_histogram",
     "waits_since",
 ]
+
+
+def worst_waits(since: datetime, limit: int = 5) -> list[Row]:
+    """The ClusterQueues with the longest p95 wait since ``since``."""
+    ranked = sorted(
+        ((w.p95, name, w.p50) for name, w in waits_since(since).items() if w.p95 is not None),
+        key=lambda r: (-r[0], r[1]),
+    )
+    return [
+        {"cluster_queue": name, "p50_seconds": p50, "p95_seconds": p95}
+        for p95, name, p50 in ranked[:limit]
+    ]
+
+
+def pending_total() -> int:
+    """Workloads pending across every ClusterQueue, as Kueue last reported."""
+    total = QueueStatus.objects.filter(kind="ClusterQueue").aggregate(n=Sum("pending_workloads"))
+    return int(total["n"] or 0)

@@ -3,7 +3,13 @@
 sync only)."""
 
 from jobs.models.requests import JobKind, JobRequest, JobState
-from jobs.models.rollups import WAIT_BUCKETS, PendingForecast, PreemptionRollup, WaitRollup
+from jobs.models.rollups import (
+    BUCKET_FIELDS,
+    WAIT_BUCKETS,
+    PendingForecast,
+    PreemptionRollup,
+    WaitRollup,
+)
 from jobs.models.workloads import (
     CapacitySnapshot,
     EventType,
@@ -16,6 +22,7 @@ from jobs.models.workloads import (
 )
 
 __all__ = [
+    "BUCKET_FIELDS",
     "WAIT_BUCKETS",
     "CapacitySnapshot",
     "EventType",

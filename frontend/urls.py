@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from frontend import vendor
+from frontend.views import jobs, overview, queues, teams
+
+urlpatterns = [
+    path("", overview.overview, name="home"),
+    path("queues/", queues.queue_list, name="queues"),
+    path("queues/<str:name>/", queues.queue_detail, name="queue"),
+    path("team/", teams.my_team, name="my-team"),
+    path("teams/<str:slug>/", teams.team_page, name="team"),
+    path("jobs/", jobs.job_list, name="jobs"),
+    path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
+    path("vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js"),
+]

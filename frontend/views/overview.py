@@ -1,0 +1,66 @@
+"""The overview: capacity and allocation, who waits, the worst waits,
+preemptions in the last day, and whether the cluster matches the policy."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from frontend import charts
+from frontend.views.common import page, visible_team_ids
+from jobs import stats
+from jobs.models import JobState
+from queues.models import DriftRecord, ReconcileRun
+
+
+def _reconcile_status() -> dict[str, object]:
+    runs = ReconcileRun.objects.filter(dry_run=False).exclude(status=ReconcileRun.Status.SKIPPED)
+    last = runs.order_by("-pk").first()
+    since = timezone.now() - timedelta(days=1)
+    return {
+        "last": last,
+        "drift_day": DriftRecord.objects.filter(detected_at__gte=since).count(),
+        "failed_day": runs.filter(
+            started_at__gte=since,
+            status__in=[ReconcileRun.Status.FAILED, ReconcileRun.Status.PARTIAL],
+        ).count(),
+    }
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    capacity = stats.capacity_now()
+    worst = stats.worst_waits(now - timedelta(days=1))
+    jobs = stats.job_counts(visible_team_ids(request.user))
+    utilisation_source = "simulated" if settings.BERTH_CLUSTER == "simulated" else ""
+    context = {
+        "figures": {
+            "gpus": sum(int(row["capacity"]) for row in capacity),
+            "allocated": sum(int(row["allocated"]) for row in capacity),
+            "pending": stats.pending_total(),
+            "running": jobs.get(JobState.RUNNING, 0),
+            "waiting_jobs": sum(
+                jobs.get(s, 0)
+                for s in (JobState.QUEUED, JobState.QUOTA_RESERVED, JobState.PREEMPTED)
+            ),
+        },
+        "capacity_now": charts.capacity_now(capacity),
+        "capacity_history": charts.capacity_over_time(
+            stats.capacity_series(now - timedelta(hours=24)),
+            utilisation_source=utilisation_source,
+        ),
+        "pending": charts.pending_by_queue(stats.pending_by_queue()),
+        "worst": charts.worst_waits(worst),
+        "worst_rows": worst,
+        "preemptions": charts.preemptions_by_reason(
+            stats.preemptions_since(now - timedelta(days=1))
+        ),
+        "reconcile": _reconcile_status(),
+        "cluster_backend": settings.BERTH_CLUSTER,
+    }
+    return page(request, "frontend/overview.html", context, nav="overview", charts=True)

@@ -1,0 +1,115 @@
+"""The queue list and one queue's page: quotas and use, borrowing, waits,
+the pending line with positions and start estimates, recent admissions and
+preemptions, and the Kueue YAML Berth renders for it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
+
+from frontend import charts
+from frontend.views.common import page, query_without, sorted_rows
+from jobs import stats
+from jobs.models import EventType, JobRequest, PendingForecast, WorkloadEvent
+from queues.kueue.render import to_yaml_documents
+from queues.models import ClusterQueue
+from queues.reconcile import desired_objects, policy_version
+
+SORT_KEYS = {
+    "name": lambda q: q.name,
+    "nominal": lambda q: q.nominal,
+    "usage": lambda q: q.usage,
+    "borrowed": lambda q: q.borrowed,
+    "lent": lambda q: q.lent,
+    "pending": lambda q: q.pending,
+    "p50_day": lambda q: q.p50_day,
+    "p95_day": lambda q: q.p95_day,
+    "p50_week": lambda q: q.p50_week,
+    "p95_week": lambda q: q.p95_week,
+    "preemptions": lambda q: q.preemptions_week,
+}
+
+
+@login_required
+def queue_list(request: HttpRequest) -> HttpResponse:
+    rows, sort = sorted_rows(request, stats.queue_rows(), SORT_KEYS, "name")
+    return page(
+        request,
+        "frontend/queues.html",
+        {"rows": rows, "sort": sort, "query": query_without(request, "sort")},
+        nav="queues",
+    )
+
+
+_rendered: tuple[int, list[dict[str, Any]]] | None = None
+
+
+def _policy_objects() -> list[dict[str, Any]]:
+    """The rendered policy, once per policy version (rendering it all per page
+    view costs too much with hundreds of queues)."""
+    global _rendered
+    version = policy_version()
+    cached = _rendered
+    if cached is None or cached[0] != version:
+        cached = _rendered = (version, desired_objects())
+    return cached[1]
+
+
+def _kueue_yaml(name: str) -> str:
+    mine = [
+        obj
+        for obj in _policy_objects()
+        if (obj["kind"] == "ClusterQueue" and obj["metadata"]["name"] == name)
+        or (obj["kind"] == "LocalQueue" and obj.get("spec", {}).get("clusterQueue") == name)
+    ]
+    return to_yaml_documents(mine)
+
+
+@login_required
+def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
+    queue = (
+        ClusterQueue.objects.select_related("team", "cohort", "queue_class")
+        .filter(name=name)
+        .first()
+    )
+    if queue is None:
+        raise Http404(f"no ClusterQueue {name}")
+    now = timezone.now()
+    week = now - timedelta(days=7)
+    pending = list(
+        PendingForecast.objects.filter(cluster_queue=name)
+        .select_related("workload")
+        .order_by("position", "workload__created_at")[:100]
+    )
+    jobs = dict(
+        JobRequest.objects.filter(workload_id__in=[p.workload_id for p in pending]).values_list(
+            "workload_id", "id"
+        )
+    )
+    recent = list(
+        WorkloadEvent.objects.filter(
+            workload__cluster_queue=name,
+            type__in=[EventType.ADMITTED, EventType.PREEMPTED, EventType.EVICTED],
+            at__gte=week,
+        )
+        .select_related("workload")
+        .order_by("-at")[:20]
+    )
+    row = next(iter(stats.queue_rows(now, names=[name])), None)
+    context = {
+        "queue": queue,
+        "row": row,
+        "quota": charts.queue_quota(stats.queue_quota_rows(name)),
+        "usage": charts.usage_over_time(stats.queue_usage_series(name, now - timedelta(hours=24))),
+        "waits": charts.wait_distribution(stats.wait_histogram(name, week)),
+        "trend": charts.wait_trend(stats.daily_waits(name, 14, now)),
+        "preemptions": stats.preemptions_since(week, name),
+        "pending": [(p, jobs.get(p.workload_id)) for p in pending],
+        "recent": recent,
+        "kueue_yaml": _kueue_yaml(name),
+    }
+    return page(request, "frontend/queue.html", context, nav="queues", charts=True)

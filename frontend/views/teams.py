@@ -1,0 +1,164 @@
+"""A team's home: its quotas and use, what it can borrow now and from whom,
+its jobs, a submit form with the API's checks and a dry-run preview, and the
+member's API tokens. Another team's page does not exist for a non-member."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+
+from accounts.models import ApiToken
+from accounts.services import create_token, revoke_token
+from frontend.views.common import page, visible_team_ids
+from jobs import selectors as job_selectors
+from jobs import services as job_services
+from jobs import stats
+from jobs.api.serializers import JobSubmitSerializer
+from queues.errors import FieldError, PolicyInvalid
+from queues.models import ClusterQueue, LocalQueue, Quota, Team
+
+FORM_FIELDS = (
+    "name", "kind", "image", "queue", "nodes", "gpus_per_node", "priority_class",
+    "checkpoint_uri", "max_runtime_seconds", "expected_runtime_seconds", "justification",
+)  # fmt: skip
+
+
+def _team(request: HttpRequest, slug: str) -> Team:
+    team = Team.objects.filter(slug=slug).first()
+    visible = visible_team_ids(request.user)
+    if team is None or (visible is not None and team.pk not in visible):
+        raise Http404("no such team of yours")
+    return team
+
+
+def _lendable(snapshot: dict[str, dict[str, int]], limits: dict[str, int | None]) -> dict[str, int]:
+    """Idle GPUs each queue could lend now: nominal minus usage, within its lending limit."""
+    idle = {}
+    for name, figures in snapshot.items():
+        spare = max(0, figures["nominal"] - figures["usage"])
+        limit = limits.get(name)
+        idle[name] = spare if limit is None else min(spare, limit)
+    return idle
+
+
+def borrowing_now(team: Team) -> list[dict[str, Any]]:
+    """For each of the team's queues in a cohort: who has idle GPUs to lend now,
+    and how many it may take (its borrowing limit caps it)."""
+    usage = stats.queue_usage()
+    gpu_quotas = Quota.objects.filter(resource=stats.GPU, cluster_queue__isnull=False)
+    lending: dict[str, int | None] = {}
+    borrowing: dict[str, int | None] = {}
+    for name, lend, borrow in gpu_quotas.values_list(
+        "cluster_queue__name", "lending_limit", "borrowing_limit"
+    ):
+        lending[name] = None if lend is None else (lending.get(name) or 0) + lend
+        borrowing[name] = None if borrow is None else (borrowing.get(name) or 0) + borrow
+    idle = _lendable(usage, lending)
+    rows: list[dict[str, Any]] = []
+    queues = ClusterQueue.objects.filter(local_queues__namespace__team=team).distinct()
+    for queue in queues.select_related("cohort").order_by("name"):
+        if queue.cohort is None:
+            rows.append({"queue": queue.name, "cohort": None, "lenders": [], "can_borrow": 0})
+            continue
+        peers = ClusterQueue.objects.filter(cohort__name=queue.cohort.name).exclude(pk=queue.pk)
+        offers = sorted(
+            ((idle[p.name], p.name) for p in peers if idle.get(p.name)), key=lambda o: (-o[0], o[1])
+        )
+        lenders = [{"queue": name, "idle": amount} for amount, name in offers]
+        total = sum(amount for amount, _ in offers)
+        limit = borrowing.get(queue.name)
+        rows.append(
+            {
+                "queue": queue.name,
+                "cohort": queue.cohort.name,
+                "lenders": lenders,
+                "can_borrow": total if limit is None else min(total, limit),
+                "limit": limit,
+            }
+        )
+    return rows
+
+
+def _form_data(post: Any, team: Team) -> dict[str, Any]:
+    data: dict[str, Any] = {"team": team.slug}
+    for name in FORM_FIELDS:
+        value = post.get(name, "").strip()
+        if value != "":
+            data[name] = value
+    command = post.get("command", "").split()
+    data["command"] = command
+    return data
+
+
+def _submit(request: HttpRequest, team: Team) -> tuple[dict[str, Any] | None, list[FieldError]]:
+    """The form through the API's serializer and services: same checks, same errors."""
+    data = _form_data(request.POST, team)
+    serializer = JobSubmitSerializer(data=data)
+    if not serializer.is_valid():
+        from controlplane.api import flatten_errors
+
+        return None, flatten_errors(serializer.errors)
+    try:
+        if "preview" in request.POST:
+            return job_services.dry_run(request.user, dict(serializer.validated_data)), []
+        job = job_services.submit(request.user, dict(serializer.validated_data))
+    except PolicyInvalid as exc:
+        return None, exc.errors
+    return {"submitted": job}, []
+
+
+@login_required
+def team_page(request: HttpRequest, slug: str) -> HttpResponse:
+    team = _team(request, slug)
+    result: dict[str, Any] | None = None
+    errors: list[FieldError] = []
+    issued = None
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action == "token-create":
+            issued = create_token(user=request.user, name=request.POST.get("token_name") or "web")
+        elif action == "token-revoke":
+            token = ApiToken.objects.filter(
+                pk=request.POST.get("token") or 0, user_id=request.user.pk or 0
+            ).first()
+            if token is not None:
+                revoke_token(token)
+            return redirect(reverse("team", args=[slug]) + "#tokens")
+        else:
+            result, errors = _submit(request, team)
+            if result and "submitted" in result:
+                return redirect("job", result["submitted"].pk)
+    queues = ClusterQueue.objects.filter(local_queues__namespace__team=team).distinct()
+    context = {
+        "team": team,
+        "quotas": [(q, stats.queue_quota_rows(q.name)) for q in queues.order_by("name")],
+        "borrowing": borrowing_now(team),
+        "jobs": job_selectors.jobs_for(request.user).filter(team=team)[:20],
+        "local_queues": LocalQueue.objects.filter(namespace__team=team)
+        .select_related("cluster_queue__queue_class", "namespace")
+        .order_by("name"),
+        "form": request.POST if request.method == "POST" else {},
+        "errors": errors,
+        "field_errors": {e.field: e for e in errors},
+        "result": result,
+        "tokens": ApiToken.objects.filter(
+            user_id=request.user.pk or 0, revoked_at__isnull=True
+        ).order_by("-created_at"),
+        "issued": issued,
+    }
+    # Only [data-live] sections refresh: the form is never replaced under the user.
+    return page(request, "frontend/team.html", context, nav="teams")
+
+
+@login_required
+def my_team(request: HttpRequest) -> HttpResponse:
+    """The signed-in member's team page (the first of their teams), or the overview."""
+    visible = visible_team_ids(request.user)
+    team = Team.objects.filter(pk__in=visible or []).order_by("slug").first()
+    if visible is None or team is None:
+        return redirect("home")
+    return redirect("team", team.slug)
