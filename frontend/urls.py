@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from frontend import vendor
-from frontend.views import jobs, overview, queues, teams
+from frontend.views import cohorts, jobs, overview, queues, teams
 
 urlpatterns = [
     path("", overview.overview, name="home"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("queues/<str:name>/", queues.queue_detail, name="queue"),
     path("team/", teams.my_team, name="my-team"),
     path("teams/<str:slug>/", teams.team_page, name="team"),
+    path("cohorts/", cohorts.cohort_page, name="cohorts"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
     path("vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Model
@@ -13,12 +14,17 @@ from django.db.models import F, Model
 from jobs.models import (
     BUCKET_FIELDS,
     WAIT_BUCKETS,
+    BorrowingRollup,
     EventType,
+    FairShareRollup,
     PreemptionRollup,
+    QueueSnapshot,
     WaitRollup,
     WorkloadEvent,
     WorkloadRecord,
 )
+
+GPU = "nvidia.com/gpu"
 
 
 def hour_of(at: datetime) -> datetime:
@@ -87,3 +93,90 @@ def count_eviction(record: WorkloadRecord, at: datetime, reason: str, *, preempt
         count=F("count") + 1,
         gpu_seconds_interrupted=F("gpu_seconds_interrupted") + interrupted,
     )
+
+
+def _add_hourly(
+    model: type[Model], unique: tuple[str, ...], rows: list[tuple[dict[str, Any], dict[str, float]]]
+) -> None:
+    """Add each row's amounts to the rollup row its ``unique`` fields name (created
+    if missing), in three queries however many rows; all rows share one hour."""
+    if not rows:
+        return
+    manager = model._default_manager
+    with transaction.atomic():
+        stored = {
+            tuple(getattr(row, f) for f in unique): row
+            for row in manager.select_for_update().filter(hour=rows[0][0]["hour"])
+        }
+        changed: dict[int, Model] = {}
+        new: dict[tuple[Any, ...], Model] = {}
+        for keys, amounts in rows:
+            key = tuple(keys[f] for f in unique)
+            row = stored.get(key) or new.get(key)
+            if row is None:
+                new[key] = model(**keys, **amounts)
+                continue
+            for name, value in amounts.items():
+                setattr(row, name, getattr(row, name) + value)
+            if row.pk is not None:
+                changed[row.pk] = row
+        fields = sorted({name for _, amounts in rows for name in amounts})
+        if changed:
+            manager.bulk_update(list(changed.values()), fields)
+        if new:
+            manager.bulk_create(list(new.values()))
+
+
+def count_borrowing(
+    rows: list[QueueSnapshot],
+    trees: dict[int, str],
+    weights: dict[str, float],
+    seconds: float,
+) -> None:
+    """From one instant's GPU snapshot rows (lent already attributed): who
+    borrowed from whom for ``seconds``, and each queue's weighted share."""
+    if not rows:
+        return
+    hour = hour_of(rows[0].at)
+    groups: dict[tuple[str, str], list[QueueSnapshot]] = {}
+    members: dict[str, list[QueueSnapshot]] = {}
+    for index, row in enumerate(rows):
+        tree = trees.get(index)
+        if not tree or row.resource != GPU:
+            continue
+        groups.setdefault((tree, row.flavor), []).append(row)
+        members.setdefault(tree, []).append(row)
+    pairs: list[tuple[dict[str, Any], dict[str, float]]] = []
+    for (_, flavor), group in sorted(groups.items()):
+        lent = sum(r.lent for r in group)
+        if not lent:
+            continue
+        for borrower in (r for r in group if r.borrowed):
+            for lender in group:
+                if not lender.lent or lender.cluster_queue == borrower.cluster_queue:
+                    continue
+                keys = {
+                    "hour": hour,
+                    "borrower": borrower.cluster_queue,
+                    "lender": lender.cluster_queue,
+                    "flavor": flavor,
+                }
+                pairs.append(
+                    (keys, {"gpu_seconds": borrower.borrowed * lender.lent / lent * seconds})
+                )
+    _add_hourly(BorrowingRollup, ("hour", "borrower", "lender", "flavor"), pairs)
+    shares: list[tuple[dict[str, Any], dict[str, float]]] = []
+    for tree, group in sorted(members.items()):
+        lendable = sum(r.nominal for r in group)
+        borrowed: dict[str, int] = {}
+        for row in group:
+            borrowed[row.cluster_queue] = borrowed.get(row.cluster_queue, 0) + row.borrowed
+        for name, amount in sorted(borrowed.items()):
+            share = amount / lendable / max(weights.get(name, 1.0), 1e-9) if lendable else 0.0
+            shares.append(
+                (
+                    {"hour": hour, "cluster_queue": name, "cohort": tree},
+                    {"share_sum": share, "samples": 1},
+                )
+            )
+    _add_hourly(FairShareRollup, ("hour", "cluster_queue"), shares)

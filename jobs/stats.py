@@ -17,7 +17,9 @@ from django.utils import timezone
 from jobs.models import (
     BUCKET_FIELDS,
     WAIT_BUCKETS,
+    BorrowingRollup,
     CapacitySnapshot,
+    FairShareRollup,
     JobRequest,
     PreemptionRollup,
     QueueSnapshot,
@@ -393,3 +395,37 @@ def pending_total() -> int:
     """Workloads pending across every ClusterQueue, as Kueue last reported."""
     total = QueueStatus.objects.filter(kind="ClusterQueue").aggregate(n=Sum("pending_workloads"))
     return int(total["n"] or 0)
+
+
+def borrowing_matrix(since: datetime) -> tuple[list[str], list[str], list[list[float]]]:
+    """GPU-hours borrowed (rows: borrowers) from each lender (columns) since
+    ``since``, over every flavor."""
+    totals: dict[tuple[str, str], float] = {}
+    for row in (
+        BorrowingRollup.objects.filter(hour__gte=_hour(since))
+        .values("borrower", "lender")
+        .annotate(seconds=Sum("gpu_seconds"))
+    ):
+        totals[(row["borrower"], row["lender"])] = float(row["seconds"] or 0) / 3600
+    borrowers = sorted({b for b, _ in totals})
+    lenders = sorted({lender for _, lender in totals})
+    matrix = [[round(totals.get((b, lender), 0.0), 2) for lender in lenders] for b in borrowers]
+    return lenders, borrowers, matrix
+
+
+def fair_share_series(since: datetime, limit: int = 10) -> list[Row]:
+    """Hourly weighted share of the queues that borrowed most since ``since``."""
+    rollups = FairShareRollup.objects.filter(hour__gte=_hour(since))
+    top = [
+        row["cluster_queue"]
+        for row in rollups.values("cluster_queue")
+        .annotate(total=Sum("share_sum"))
+        .filter(total__gt=0)
+        .order_by("-total", "cluster_queue")[:limit]
+    ]
+    return [
+        {"at": hour, "cluster_queue": name, "share": total / samples if samples else 0.0}
+        for hour, name, total, samples in rollups.filter(cluster_queue__in=top)
+        .order_by("hour", "cluster_queue")
+        .values_list("hour", "cluster_queue", "share_sum", "samples")
+    ]

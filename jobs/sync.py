@@ -15,7 +15,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -29,10 +31,10 @@ from jobs.models import (
     WorkloadRecord,
     WorkloadState,
 )
-from jobs.rollups import count_admission, count_eviction
+from jobs.rollups import count_admission, count_borrowing, count_eviction
 from queues.backends.base import TYPES, ClusterBackend, WatchEvent, WatchExpired
 from queues.models import LocalQueue, TeamNamespace
-from queues.quantity import QuantityError, to_canonical
+from queues.quantity import QuantityError, parse_decimal, to_canonical
 
 log = logging.getLogger(__name__)
 WORKLOAD = TYPES["Workload"]
@@ -426,6 +428,16 @@ def _attribute_lending(
             rows[i].lent += 1
 
 
+def _weight(value: Any) -> float:
+    """Kueue's fair-sharing weight (a quantity, default 1)."""
+    if value is None:
+        return 1.0
+    try:
+        return float(parse_decimal(str(value)))
+    except QuantityError:
+        return 1.0
+
+
 def snapshot_queues(backend: ClusterBackend, at: datetime | None = None) -> int:
     """One QueueSnapshot per ClusterQueue × flavor × resource, from Kueue's status:
     nominal quota, usage, borrowed, lent (attributed, see _attribute_lending)."""
@@ -435,10 +447,12 @@ def snapshot_queues(backend: ClusterBackend, at: datetime | None = None) -> int:
     rows: list[QueueSnapshot] = []
     unused: dict[int, int] = {}
     tree: dict[int, str] = {}
+    weights: dict[str, float] = {}
     for queue in queues:
         name = queue["metadata"]["name"]
         spec = queue.get("spec", {})
         cohort = spec.get("cohortName", "")
+        weights[name] = _weight((spec.get("fairSharing") or {}).get("weight"))
         status = queue.get("status") or {}
         nominal: dict[tuple[str, str], int] = {}
         lendable: dict[tuple[str, str], int | None] = {}
@@ -476,7 +490,14 @@ def snapshot_queues(backend: ClusterBackend, at: datetime | None = None) -> int:
                 )
             )
     _attribute_lending(rows, unused, tree)
+    previous = QueueSnapshot.objects.filter(at__lte=at).aggregate(at=Max("at"))["at"]
     QueueSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
+    if previous != at:  # a second snapshot of the same instant adds nothing
+        interval = float(settings.BERTH_SYNC_INTERVAL)
+        # Borrowing between snapshots is taken as what the newer one saw; a long
+        # gap (sync stopped) counts as one interval or two, not the whole gap.
+        gap = (at - previous).total_seconds() if previous else interval
+        count_borrowing(rows, tree, weights, min(gap, 2 * interval))
     return len(rows)
 
 

@@ -6,6 +6,8 @@ from jobs.models.requests import JobKind, JobRequest, JobState
 from jobs.models.rollups import (
     BUCKET_FIELDS,
     WAIT_BUCKETS,
+    BorrowingRollup,
+    FairShareRollup,
     PendingForecast,
     PreemptionRollup,
     WaitRollup,
@@ -24,8 +26,10 @@ from jobs.models.workloads import (
 __all__ = [
     "BUCKET_FIELDS",
     "WAIT_BUCKETS",
+    "BorrowingRollup",
     "CapacitySnapshot",
     "EventType",
+    "FairShareRollup",
     "JobKind",
     "JobRequest",
     "JobState",

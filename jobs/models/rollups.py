@@ -118,3 +118,48 @@ class PendingForecast(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload} #{self.position} in {self.cluster_queue}"
+
+
+class BorrowingRollup(models.Model):
+    """GPU-seconds one ClusterQueue borrowed from another in one hour. Kueue
+    reports only what a queue borrows; Berth attributes it to the lenders of
+    its cohort tree in proportion to their unused lendable quota."""
+
+    hour = models.DateTimeField()
+    borrower = models.CharField(max_length=253)
+    lender = models.CharField(max_length=253)
+    flavor = models.CharField(max_length=253)
+    gpu_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-hour", "borrower", "lender"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["hour", "borrower", "lender", "flavor"], name="unique_borrowing_rollup"
+            )
+        ]
+        indexes = [models.Index(fields=["hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.borrower} ← {self.lender} @ {self.hour:%Y-%m-%d %H}h"
+
+
+class FairShareRollup(models.Model):
+    """A ClusterQueue's weighted share of its cohort tree's lendable GPUs,
+    averaged per hour (share_sum / samples): borrowed ÷ lendable ÷ weight."""
+
+    hour = models.DateTimeField()
+    cluster_queue = models.CharField(max_length=253)
+    cohort = models.CharField(max_length=253)
+    share_sum = models.FloatField(default=0.0)
+    samples = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-hour", "cluster_queue"]
+        constraints = [
+            models.UniqueConstraint(fields=["hour", "cluster_queue"], name="unique_share_rollup")
+        ]
+        indexes = [models.Index(fields=["cohort", "hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_queue} @ {self.hour:%Y-%m-%d %H}h"

@@ -62,6 +62,7 @@ PAGES: list[Visit] = [
     Visit("/queues/", "admin", ("Queues", "alpha", "p95 24 h")),
     Visit("/queues/", "member", ("Queues", "alpha")),
     Visit("/queues/alpha/", "member", ("ClusterQueue alpha", "Kueue objects Berth renders")),
+    Visit("/cohorts/", "member", ("Cohorts", "The lending tree", "shared")),
     Visit("/jobs/", "admin", ("Jobs", "warmup")),
     Visit("/jobs/", "member", ("Jobs", "warmup")),
     Visit("/teams/alpha/", "member", ("Team Alpha", "Submit a job", "Your API tokens")),

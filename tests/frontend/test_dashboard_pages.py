@@ -3,6 +3,7 @@ are the database's, and that another team's jobs stay invisible."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -64,7 +65,7 @@ def cluster_figures(org: Org) -> None:
     )  # fmt: skip
 
 
-PAGES = ["/", "/queues/", "/queues/research/", "/jobs/"]
+PAGES = ["/", "/queues/", "/queues/research/", "/cohorts/", "/jobs/"]
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -206,3 +207,26 @@ def test_tokens_are_created_once_shown_and_revoked(org: Org) -> None:
     alice.post("/teams/research/", {"action": "token-revoke", "token": token.pk})
     token.refresh_from_db()
     assert token.revoked_at is not None
+
+
+def test_the_cohort_page_shows_the_tree_the_balance_sheet_and_shares(org: Org) -> None:
+    from jobs.models import BorrowingRollup, FairShareRollup
+
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+    BorrowingRollup.objects.create(
+        hour=hour, borrower="research", lender="serving", flavor="h100", gpu_seconds=7200
+    )
+    BorrowingRollup.objects.create(
+        hour=hour - timedelta(days=3), borrower="research", lender="serving", flavor="h100",
+        gpu_seconds=3600,
+    )  # fmt: skip
+    FairShareRollup.objects.create(
+        hour=hour, cluster_queue="research", cohort="org", share_sum=0.5, samples=2
+    )
+    page = html(browser(org, "bob").get("/cohorts/"))
+    assert "<strong>org</strong>" in page and "research-eval" in page
+    pair = page[page.index('data-pair="research:serving"') :].split("</tr>")[0]
+    assert ">3.0<" in pair  # 2 h + 1 h within 7 d
+    day = html(browser(org, "bob").get("/cohorts/?window=24h"))
+    assert ">2.0<" in day[day.index('data-pair="research:serving"') :].split("</tr>")[0]
+    assert "chart-shares" in page and "chart-balance" in page

@@ -3,13 +3,14 @@ preemptions by reason; counted once however often the same state is synced."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from jobs.models import WAIT_BUCKETS, PreemptionRollup, WaitRollup
 from jobs.rollups import bucket_of
 from jobs.sync import sync_workloads
 from tests.reconcile.clusters import ClusterUnderTest
-from tests.sync.test_sync import ADMITTED, T1, T2, condition, record, research, workload
+from tests.sync.test_sync import ADMITTED, KUEUE, T1, T2, condition, record, research, workload
 
 __all__ = ["research"]
 
@@ -80,3 +81,58 @@ def test_a_preemption_is_counted_by_reason_and_the_readmission_waits_from_the_re
     for r in WaitRollup.objects.all():
         buckets = [a + b for a, b in zip(buckets, r.buckets, strict=True)]
     assert buckets[bucket_of(45)] >= 1  # the second wait counts from the requeue
+
+
+def test_borrowing_is_attributed_to_lenders_and_shares_recorded_once_per_instant(
+    research: ClusterUnderTest, settings: Any
+) -> None:
+    from jobs.models import BorrowingRollup, FairShareRollup
+    from jobs.sync import snapshot_queues
+
+    settings.BERTH_SYNC_INTERVAL = 30
+
+    def queue(name: str, total: str, borrowed: str) -> None:
+        research.add_foreign(
+            {
+                "apiVersion": KUEUE,
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": {
+                    "cohortName": "org",
+                    "namespaceSelector": {},
+                    "fairSharing": {"weight": "2" if name == "research" else "1"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["nvidia.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": "h100",
+                                    "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+        reservation = [
+            {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": total,
+                                             "borrowed": borrowed}]}
+        ]  # fmt: skip
+        research.set_status("ClusterQueue", name, {"flavorsReservation": reservation})
+
+    queue("research", "12", "4")
+    queue("serving", "2", "0")
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    snapshot_queues(research.backend, t0)
+    snapshot_queues(research.backend, t0)  # the same instant again: nothing added
+    [pair] = BorrowingRollup.objects.all()
+    assert (pair.borrower, pair.lender, pair.flavor) == ("research", "serving", "h100")
+    assert pair.gpu_seconds == 4 * 30  # one interval for the first snapshot
+    snapshot_queues(research.backend, t0 + timedelta(seconds=20))
+    pair.refresh_from_db()
+    assert pair.gpu_seconds == 4 * 30 + 4 * 20
+    share = FairShareRollup.objects.get(cluster_queue="research")
+    # 4 borrowed of the tree's 16 nominal GPUs, weight 2: 0.125, twice.
+    assert (share.samples, round(share.share_sum, 6)) == (2, 0.25)
+    assert FairShareRollup.objects.get(cluster_queue="serving").share_sum == 0
