@@ -63,6 +63,13 @@ BERTH_SYNC_INTERVAL = env.number("BERTH_SYNC_INTERVAL", 30, minimum=5)
 BERTH_NODE_GPUS = env.number("BERTH_NODE_GPUS", 8, minimum=1)
 # Checkpoint interval assumed for jobs that checkpoint but do not say how often.
 BERTH_CHECKPOINT_INTERVAL = env.number("BERTH_CHECKPOINT_INTERVAL", 1800, minimum=60)
+# Prometheus with the DCGM exporter's metrics, for real GPU utilisation.
+BERTH_PROMETHEUS_URL = env.text("PROMETHEUS_URL", "").strip()
+if BERTH_PROMETHEUS_URL and not BERTH_PROMETHEUS_URL.startswith(("http://", "https://")):
+    raise ConfigError(
+        f"PROMETHEUS_URL={BERTH_PROMETHEUS_URL!r} is not an http(s) URL: give the server's "
+        "address, e.g. http://prometheus.monitoring:9090"
+    )
 # Bearer token Prometheus sends to GET /metrics. Unset: /metrics answers only
 # loopback (not proxied) requests and signed-in platform admins.
 BERTH_METRICS_TOKEN = env.text("BERTH_METRICS_TOKEN", "").strip()

@@ -238,12 +238,13 @@ def pending_by_queue() -> list[Row]:
 def capacity_series(since: datetime) -> list[Row]:
     """GPU capacity (node allocatable) and allocation (queue usage) per flavor
     over time; the database sums the queues of each snapshot instant."""
-    capacity = {
-        (at, flavor): amount
-        for at, flavor, amount in CapacitySnapshot.objects.filter(
-            resource=GPU, at__gte=since
-        ).values_list("at", "flavor", "allocatable")
-    }
+    capacity: dict[tuple[datetime, str], int] = {}
+    utilised: dict[tuple[datetime, str], float | None] = {}
+    for at, flavor, amount, busy in CapacitySnapshot.objects.filter(
+        resource=GPU, at__gte=since
+    ).values_list("at", "flavor", "allocatable", "utilised"):
+        capacity[(at, flavor)] = amount
+        utilised[(at, flavor)] = busy
     allocated = {
         (row["at"], row["flavor"]): int(row["total"] or 0)
         for row in QueueSnapshot.objects.filter(resource=GPU, at__gte=since)
@@ -258,7 +259,7 @@ def capacity_series(since: datetime) -> list[Row]:
             "flavor": flavor,
             "capacity": capacity.get((at, flavor), 0),
             "allocated": allocated.get((at, flavor), 0),
-            "utilised": None,
+            "utilised": utilised.get((at, flavor)),
         }
         for at, flavor in keys
     ]
@@ -268,12 +269,14 @@ def capacity_now() -> list[Row]:
     """Per flavor: GPUs the nodes offer (newest capacity snapshot) and GPUs the
     queues hold (newest queue snapshot); a flavor seen in only one has 0 in the other."""
     capacity: dict[str, tuple[int, int]] = {}
+    busy: dict[str, float | None] = {}
     newest = CapacitySnapshot.objects.aggregate(at=Max("at"))["at"]
     if newest is not None:
-        for flavor, allocatable, nodes in CapacitySnapshot.objects.filter(
+        for flavor, allocatable, nodes, utilised in CapacitySnapshot.objects.filter(
             at=newest, resource=GPU
-        ).values_list("flavor", "allocatable", "nodes"):
+        ).values_list("flavor", "allocatable", "nodes", "utilised"):
             capacity[flavor] = (allocatable, nodes)
+            busy[flavor] = utilised
     usage: dict[str, int] = defaultdict(int)
     snap = latest_snapshot_at()
     if snap is not None:
@@ -286,7 +289,7 @@ def capacity_now() -> list[Row]:
             "flavor": flavor,
             "capacity": capacity.get(flavor, (0, 0))[0],
             "allocated": usage.get(flavor, 0),
-            "utilised": None,
+            "utilised": busy.get(flavor),
             "nodes": capacity.get(flavor, (0, 0))[1],
         }
         for flavor in sorted(set(capacity) | set(usage))
@@ -429,3 +432,17 @@ def fair_share_series(since: datetime, limit: int = 10) -> list[Row]:
         .order_by("hour", "cluster_queue")
         .values_list("hour", "cluster_queue", "share_sum", "samples")
     ]
+
+
+def utilisation_source() -> str:
+    """Who measured the newest utilisation ("prometheus", "simulated" or "")."""
+    newest = CapacitySnapshot.objects.filter(resource=GPU).aggregate(at=Max("at"))["at"]
+    if newest is None:
+        return ""
+    found = (
+        CapacitySnapshot.objects.filter(at=newest, resource=GPU)
+        .exclude(utilisation_source="")
+        .values_list("utilisation_source", flat=True)
+        .first()
+    )
+    return found or ""

@@ -32,12 +32,14 @@ from jobs.models import (
     WorkloadState,
 )
 from jobs.rollups import count_admission, count_borrowing, count_eviction
+from jobs.utilisation import busy_gpus
 from queues.backends.base import TYPES, ClusterBackend, WatchEvent, WatchExpired
 from queues.models import LocalQueue, TeamNamespace
 from queues.quantity import QuantityError, parse_decimal, to_canonical
 
 log = logging.getLogger(__name__)
 WORKLOAD = TYPES["Workload"]
+GPU = "nvidia.com/gpu"
 # Kueue's Preempted message: "Preempted to accommodate a workload (UID: <uid>, JobUID: ...".
 PREEMPTOR_UID = re.compile(r"accommodate a workload \(UID: ([^,)\s]+)")
 
@@ -504,9 +506,12 @@ def snapshot_queues(backend: ClusterBackend, at: datetime | None = None) -> int:
 def snapshot_capacity(
     backend: ClusterBackend, flavors: Iterable[Mapping[str, Any]], at: datetime | None = None
 ) -> int:
-    """Allocatable resources of the nodes each flavor's node labels select."""
+    """Allocatable resources of the nodes each flavor's node labels select, and
+    for GPUs how many were busy (jobs.utilisation)."""
     at = (at or timezone.now()).replace(microsecond=0)
     nodes, _ = backend.list(TYPES["Node"])
+    flavors = list(flavors)
+    busy, measured_by = busy_gpus(nodes, flavors)
     rows = []
     for flavor in flavors:
         labels = flavor.get("spec", {}).get("nodeLabels") or {}
@@ -531,6 +536,10 @@ def snapshot_capacity(
                     allocatable=amount,
                     largest_node=largest[resource],
                     nodes=len(matching),
+                    utilised=round(busy.get(flavor["metadata"]["name"], 0.0), 3)
+                    if busy is not None and resource == GPU
+                    else None,
+                    utilisation_source=measured_by if resource == GPU and busy is not None else "",
                 )
             )
     CapacitySnapshot.objects.bulk_create(rows, ignore_conflicts=True)

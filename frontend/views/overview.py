@@ -37,11 +37,16 @@ def overview(request: HttpRequest) -> HttpResponse:
     capacity = stats.capacity_now()
     worst = stats.worst_waits(now - timedelta(days=1))
     jobs = stats.job_counts(visible_team_ids(request.user))
-    utilisation_source = "simulated" if settings.BERTH_CLUSTER == "simulated" else ""
+    measured_by = stats.utilisation_source()
+    # The simulated cluster's utilisation is made up, and says so in the legend.
+    utilisation_source = "simulated" if measured_by == "simulated" else ""
     context = {
         "figures": {
             "gpus": sum(int(row["capacity"]) for row in capacity),
             "allocated": sum(int(row["allocated"]) for row in capacity),
+            "utilised": round(sum(float(row["utilised"] or 0) for row in capacity), 1)
+            if any(row["utilised"] is not None for row in capacity)
+            else None,
             "pending": stats.pending_total(),
             "running": jobs.get(JobState.RUNNING, 0),
             "waiting_jobs": sum(
@@ -49,7 +54,8 @@ def overview(request: HttpRequest) -> HttpResponse:
                 for s in (JobState.QUEUED, JobState.QUOTA_RESERVED, JobState.PREEMPTED)
             ),
         },
-        "capacity_now": charts.capacity_now(capacity),
+        "capacity_now": charts.capacity_now(capacity, utilisation_source=utilisation_source),
+        "measured_by": measured_by,
         "capacity_history": charts.capacity_over_time(
             stats.capacity_series(now - timedelta(hours=24)),
             utilisation_source=utilisation_source,

@@ -165,6 +165,10 @@ class CapacitySnapshot(models.Model):
     # What one node can give a pod set: a job asking more per node never starts.
     largest_node = models.BigIntegerField(default=0)
     nodes = models.PositiveIntegerField()
+    # GPUs busy on average (GPU rows only; None when nobody measures it), and
+    # who measured it: "prometheus" (DCGM) or "simulated".
+    utilised = models.FloatField(null=True, blank=True)
+    utilisation_source = models.CharField(max_length=16, blank=True)
 
     class Meta:
         ordering = ["-at", "flavor", "resource"]

@@ -124,6 +124,12 @@ def test_full_stack_variables_are_used(tmp_path: Path) -> None:
         ("BERTH_SECRET_KEY", "short", "BERTH_SECRET_KEY is too short"),
         ("BERTH_AUDIT_RETENTION_DAYS", "0", "BERTH_AUDIT_RETENTION_DAYS=0 is too small"),
         (
+            "PROMETHEUS_URL",
+            "prometheus:9090",
+            "PROMETHEUS_URL='prometheus:9090' is not an http(s) URL",
+        ),
+        ("BERTH_NODE_GPUS", "0", "BERTH_NODE_GPUS=0 is too small"),
+        (
             "DATABASE_URL",
             "postgresql://u@[::1/db",
             "DATABASE_URL='postgresql://u@[::1/db' is not a valid URL",

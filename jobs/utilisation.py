@@ -1,0 +1,114 @@
+"""How busy the GPUs really are, per flavor, beside what Kueue allocated.
+
+- With ``PROMETHEUS_URL``: the DCGM exporter's ``DCGM_FI_DEV_GPU_UTIL`` (0–100 per
+  GPU) through the Prometheus HTTP API, summed per node and mapped to flavors
+  by the nodes' labels: GPUs busy = Σ utilisation / 100.
+- On the simulated cluster: each admitted workload keeps its GPUs busy at an
+  efficiency of its own (55–95 %, fixed per workload), labelled as simulated.
+- Otherwise: unknown (None); the dashboard shows allocation only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.conf import settings
+
+from jobs.models import WorkloadRecord, WorkloadState
+
+log = logging.getLogger(__name__)
+GPU = "nvidia.com/gpu"
+DCGM_QUERY = "sum by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
+SIMULATED, PROMETHEUS = "simulated", "prometheus"
+
+
+def source() -> str:
+    """Where utilisation comes from with the current settings ("" for nowhere)."""
+    if settings.BERTH_PROMETHEUS_URL:
+        return PROMETHEUS
+    return SIMULATED if settings.BERTH_CLUSTER == "simulated" else ""
+
+
+def efficiency(uid: str) -> float:
+    """A workload's simulated GPU efficiency: stable, 0.55–0.95."""
+    return 0.55 + (zlib.crc32(uid.encode()) % 41) / 100
+
+
+def simulated_busy() -> dict[str, float]:
+    """GPUs busy per flavor on the simulated cluster, from admitted workloads."""
+    busy: dict[str, float] = {}
+    for uid, pod_sets, flavors in WorkloadRecord.objects.filter(
+        state=WorkloadState.ADMITTED
+    ).values_list("uid", "pod_sets", "flavors"):
+        share = efficiency(uid)
+        for pod_set in pod_sets or []:
+            flavor = (flavors or {}).get(pod_set.get("name", "main"), {}).get(GPU)
+            if flavor is None:
+                continue
+            gpus = int((pod_set.get("requests") or {}).get(GPU, 0)) * int(pod_set.get("count", 1))
+            busy[flavor] = busy.get(flavor, 0.0) + gpus * share
+    return busy
+
+
+class PrometheusError(Exception):
+    pass
+
+
+def query(url: str, expression: str, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """An instant query; the result vector (``[{"metric": {...}, "value": [t, "v"]}]``)."""
+    address = f"{url.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': expression})}"
+    try:
+        with urllib.request.urlopen(address, timeout=timeout) as response:
+            body = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise PrometheusError(f"Prometheus at {url} did not answer {expression!r}: {exc}") from exc
+    if body.get("status") != "success":
+        raise PrometheusError(f"Prometheus refused {expression!r}: {body.get('error', body)}")
+    result = body.get("data", {}).get("result", [])
+    return result if isinstance(result, list) else []
+
+
+def prometheus_busy(
+    url: str, nodes: Iterable[Mapping[str, Any]], flavors: Iterable[Mapping[str, Any]]
+) -> dict[str, float]:
+    """GPUs busy per flavor from DCGM, nodes matched to flavors by node labels."""
+    per_node: dict[str, float] = {}
+    for sample in query(url, DCGM_QUERY):
+        host = sample.get("metric", {}).get("Hostname", "")
+        try:
+            per_node[host] = float(sample["value"][1]) / 100
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+    busy: dict[str, float] = {}
+    node_list = list(nodes)
+    for flavor in flavors:
+        labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
+        name = flavor["metadata"]["name"]
+        for node in node_list:
+            node_labels = node.get("metadata", {}).get("labels", {})
+            if all(node_labels.get(k) == v for k, v in labels.items()):
+                busy[name] = busy.get(name, 0.0) + per_node.get(node["metadata"]["name"], 0.0)
+    return busy
+
+
+def busy_gpus(
+    nodes: Iterable[Mapping[str, Any]], flavors: Iterable[Mapping[str, Any]]
+) -> tuple[dict[str, float] | None, str]:
+    """(GPUs busy per flavor or None when unknown, the source's name)."""
+    where = source()
+    if where == PROMETHEUS:
+        try:
+            return prometheus_busy(settings.BERTH_PROMETHEUS_URL, nodes, flavors), where
+        except PrometheusError as exc:
+            log.warning("GPU utilisation unknown this time: %s", exc)
+            return None, where
+    if where == SIMULATED:
+        return simulated_busy(), where
+    return None, ""

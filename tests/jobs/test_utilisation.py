@@ -1,0 +1,150 @@
+"""GPU utilisation beside allocation: from the DCGM exporter through a
+Prometheus HTTP API (a double on loopback, spoken to over real HTTP), or made
+up by the simulated cluster and labelled so; unknown otherwise."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.utils import timezone
+
+from jobs.models import CapacitySnapshot, WorkloadRecord, WorkloadState
+from jobs.sync import snapshot_capacity
+from jobs.utilisation import DCGM_QUERY, efficiency
+from queues.backends.simulated import SimulatedBackend
+
+GPU = "nvidia.com/gpu"
+FLAVORS = [
+    {"metadata": {"name": "h100"}, "spec": {"nodeLabels": {"gpu": "h100"}}},
+    {"metadata": {"name": "a100"}, "spec": {"nodeLabels": {"gpu": "a100"}}},
+]
+
+
+def node(name: str, gpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"gpu": gpu}},
+        "status": {"allocatable": {GPU: "8"}},
+    }
+
+
+@pytest.fixture
+def nodes(db: Any) -> SimulatedBackend:
+    backend = SimulatedBackend()
+    for name, gpu in (("n1", "h100"), ("n2", "h100"), ("n3", "a100")):
+        backend.create(node(name, gpu))
+    return backend
+
+
+def gpu_rows() -> dict[str, CapacitySnapshot]:
+    return {r.flavor: r for r in CapacitySnapshot.objects.filter(resource=GPU)}
+
+
+def test_the_simulated_cluster_makes_up_utilisation_and_says_so(
+    nodes: SimulatedBackend, settings: Any
+) -> None:
+    settings.BERTH_CLUSTER, settings.BERTH_PROMETHEUS_URL = "simulated", ""
+    WorkloadRecord.objects.create(
+        uid="uid-a", namespace="t", name="a", state=WorkloadState.ADMITTED,
+        created_at=timezone.now(), pod_sets=[{"name": "main", "count": 2, "requests": {GPU: 4}}],
+        flavors={"main": {GPU: "h100"}},
+    )  # fmt: skip
+    WorkloadRecord.objects.create(
+        uid="uid-b", namespace="t", name="b", state=WorkloadState.PENDING,
+        created_at=timezone.now(), pod_sets=[{"name": "main", "count": 1, "requests": {GPU: 8}}],
+    )  # fmt: skip
+    snapshot_capacity(nodes, FLAVORS)
+    rows = gpu_rows()
+    assert rows["h100"].utilised == round(8 * efficiency("uid-a"), 3)
+    assert 0.55 * 8 <= rows["h100"].utilised <= 0.95 * 8
+    assert rows["h100"].utilisation_source == "simulated"
+    assert rows["a100"].utilised == 0.0
+    cpu = CapacitySnapshot.objects.filter(resource="cpu").first()
+    assert cpu is None or cpu.utilised is None
+
+
+def test_no_source_means_unknown(nodes: SimulatedBackend, settings: Any) -> None:
+    settings.BERTH_CLUSTER, settings.BERTH_PROMETHEUS_URL = "kubernetes", ""
+    snapshot_capacity(nodes, FLAVORS)
+    assert all(r.utilised is None and r.utilisation_source == "" for r in gpu_rows().values())
+
+
+class Prometheus(BaseHTTPRequestHandler):
+    queries: list[str] = []
+    answer: dict[str, Any] = {}
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        if parts.path != "/api/v1/query":
+            self.send_error(404)
+            return
+        Prometheus.queries.append(parse_qs(parts.query)["query"][0])
+        body = json.dumps(Prometheus.answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def prometheus() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Prometheus)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    Prometheus.queries = []
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def vector(**per_host: float) -> dict[str, Any]:
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"Hostname": host}, "value": [1764000000.0, str(value)]}
+                for host, value in per_host.items()
+            ],
+        },
+    }
+
+
+def test_dcgm_utilisation_is_summed_per_node_and_mapped_to_flavors(
+    nodes: SimulatedBackend, prometheus: str, settings: Any
+) -> None:
+    settings.BERTH_PROMETHEUS_URL = prometheus
+    Prometheus.answer = vector(n1=650.0, n2=150.5, n3=790.0, elsewhere=800.0)
+    snapshot_capacity(nodes, FLAVORS)
+    rows = gpu_rows()
+    assert Prometheus.queries == [DCGM_QUERY]
+    assert rows["h100"].utilised == 8.005  # (650 + 150.5) / 100
+    assert rows["a100"].utilised == 7.9
+    assert rows["h100"].utilisation_source == "prometheus"
+
+
+def test_prometheus_down_or_refusing_leaves_utilisation_unknown(
+    nodes: SimulatedBackend, prometheus: str, settings: Any, caplog: Any
+) -> None:
+    settings.BERTH_PROMETHEUS_URL = prometheus
+    Prometheus.answer = {"status": "error", "errorType": "bad_data", "error": "parse error"}
+    snapshot_capacity(nodes, FLAVORS)
+    assert all(r.utilised is None for r in gpu_rows().values())
+    assert "parse error" in caplog.text
+    settings.BERTH_PROMETHEUS_URL = "http://127.0.0.1:9"  # nothing listens there
+    CapacitySnapshot.objects.all().delete()
+    snapshot_capacity(nodes, FLAVORS, at=timezone.now())
+    assert all(r.utilised is None for r in gpu_rows().values())
