@@ -324,34 +324,43 @@ def queue_rows(now: datetime | None = None, names: Iterable[str] | None = None) 
     wanted = list(names) if names is not None else None
     usage = queue_usage(queues=wanted)
     statuses = QueueStatus.objects.filter(kind="ClusterQueue")
-    queues = ClusterQueue.objects.select_related("team", "queue_class", "cohort").order_by("name")
+    queues = ClusterQueue.objects.order_by("name")
     if wanted is not None:
         statuses = statuses.filter(name__in=wanted)
         queues = queues.filter(name__in=wanted)
-    status = {s.name: s for s in statuses}
+    status = {
+        name: (pending, admitted)
+        for name, pending, admitted in statuses.values_list(
+            "name", "pending_workloads", "admitted_workloads"
+        )
+    }
     day, week = waits_since(now - DAY, wanted), waits_since(now - WEEK, wanted)
     preempted = preemption_counts(now - WEEK, wanted)
     rows = []
-    for queue in queues:
-        figures = usage.get(queue.name, {})
-        seen = status.get(queue.name)
+    # Plain values, not model instances: hundreds of queues per page view.
+    for name, team, queue_class, cohort in queues.values_list(
+        "name", "team__slug", "queue_class__name", "cohort__name"
+    ):
+        figures = usage.get(name, {})
+        pending, admitted = status.get(name, (0, 0))
+        today, this_week = day.get(name), week.get(name)
         rows.append(
             QueueRow(
-                name=queue.name,
-                team=queue.team.slug if queue.team else "",
-                queue_class=queue.queue_class.name if queue.queue_class else "",
-                cohort=queue.cohort.name if queue.cohort else "",
+                name=name,
+                team=team or "",
+                queue_class=queue_class or "",
+                cohort=cohort or "",
                 nominal=figures.get("nominal", 0),
                 usage=figures.get("usage", 0),
                 borrowed=figures.get("borrowed", 0),
                 lent=figures.get("lent", 0),
-                pending=seen.pending_workloads if seen else 0,
-                admitted=seen.admitted_workloads if seen else 0,
-                p50_day=day[queue.name].p50 if queue.name in day else None,
-                p95_day=day[queue.name].p95 if queue.name in day else None,
-                p50_week=week[queue.name].p50 if queue.name in week else None,
-                p95_week=week[queue.name].p95 if queue.name in week else None,
-                preemptions_week=preempted.get(queue.name, 0),
+                pending=pending,
+                admitted=admitted,
+                p50_day=today.p50 if today else None,
+                p95_day=today.p95 if today else None,
+                p50_week=this_week.p50 if this_week else None,
+                p95_week=this_week.p95 if this_week else None,
+                preemptions_week=preempted.get(name, 0),
             )
         )
     return rows

@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 
 from frontend import charts
-from frontend.views.common import page, query_without, sorted_rows
+from frontend.views.common import page, paginate, query_without, sorted_rows
 from jobs import stats
 from jobs.models import EventType, JobRequest, PendingForecast, WorkloadEvent
 from queues.kueue.render import to_yaml_documents
@@ -40,7 +40,12 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     return page(
         request,
         "frontend/queues.html",
-        {"rows": rows, "sort": sort, "query": query_without(request, "sort")},
+        {
+            "page": paginate(request, rows),
+            "sort": sort,
+            "query": query_without(request, "sort", "page"),
+            "page_query": query_without(request, "page"),
+        },
         nav="queues",
     )
 
