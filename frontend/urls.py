@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from frontend import vendor
-from frontend.views import cohorts, jobs, overview, queues, teams
+from frontend.views import cohorts, jobs, overview, policy, queues, teams
 
 urlpatterns = [
     path("", overview.overview, name="home"),
@@ -14,5 +14,8 @@ urlpatterns = [
     path("cohorts/", cohorts.cohort_page, name="cohorts"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
+    path("policy/", policy.policy_index, name="policy"),
+    path("policy/new/<str:kind>/", policy.policy_new, name="policy-new"),
+    path("policy/<str:kind>/<str:name>/", policy.policy_edit, name="policy-edit"),
     path("vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js"),
 ]
