@@ -453,7 +453,7 @@ def test_invalid_input_names_the_field_and_rule_and_changes_nothing(
 
 
 def test_quota_rules_shown_for_a_quota_error_are_quota_inputs() -> None:
-    from frontend.views.policy import inputs_of
+    from frontend.policy_forms import inputs_of
 
     assert inputs_of("resource_groups[0].flavors[1].resources[2].lending_limit") == {
         "rg-0-f-1-r-2-lending_limit"
