@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from frontend import vendor
-from frontend.views import cohorts, jobs, overview, policy, queues, teams
+from frontend.views import cohorts, jobs, overview, policy, queues, teams, whatif
 
 urlpatterns = [
     path("", overview.overview, name="home"),
@@ -17,5 +17,7 @@ urlpatterns = [
     path("policy/", policy.policy_index, name="policy"),
     path("policy/new/<str:kind>/", policy.policy_new, name="policy-new"),
     path("policy/<str:kind>/<str:name>/", policy.policy_edit, name="policy-edit"),
+    path("whatif/", whatif.whatif_page, name="whatif"),
+    path("whatif/<int:run_id>/", whatif.whatif_run, name="whatif-run"),
     path("vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js"),
 ]

@@ -15,6 +15,7 @@ from jobs.follow import follow_jobs
 from jobs.forecast import refresh_pending_forecasts
 from jobs.services import create_on_cluster, delete_from_cluster, stuck_jobs
 from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads
+from jobs.whatif import execute as execute_whatif
 from queues.backends import get_backend
 from queues.backends.base import BackendError
 
@@ -77,3 +78,10 @@ def sweep_jobs() -> int:
     for job_id in deletes:
         delete_job.delay(job_id)
     return len(creates) + len(deletes)
+
+
+@shared_task(name="jobs.tasks.run_whatif", acks_late=True)
+def run_whatif(run_id: int) -> str:
+    """Replay a what-if run's workloads under today's policy and the proposal;
+    a run already claimed (a redelivery) is left alone."""
+    return execute_whatif(run_id)

@@ -12,6 +12,7 @@ from jobs.models.rollups import (
     PreemptionRollup,
     WaitRollup,
 )
+from jobs.models.whatif import WhatIfRun, WhatIfSource, WhatIfState
 from jobs.models.workloads import (
     CapacitySnapshot,
     EventType,
@@ -39,6 +40,9 @@ __all__ = [
     "QueueStatus",
     "SyncCursor",
     "WaitRollup",
+    "WhatIfRun",
+    "WhatIfSource",
+    "WhatIfState",
     "WorkloadEvent",
     "WorkloadRecord",
     "WorkloadState",

@@ -63,6 +63,8 @@ PAGES: list[Visit] = [
     Visit("/queues/", "member", ("Queues", "alpha")),
     Visit("/queues/alpha/", "member", ("ClusterQueue alpha", "Kueue objects Berth renders")),
     Visit("/cohorts/", "member", ("Cohorts", "The lending tree", "shared")),
+    Visit("/whatif/", "admin", "What-if"),
+    Visit("/policy/", "admin", ("Cluster queues", "alpha")),
     Visit("/jobs/", "admin", ("Jobs", "warmup")),
     Visit("/jobs/", "member", ("Jobs", "warmup")),
     Visit("/teams/alpha/", "member", ("Team Alpha", "Submit a job", "Your API tokens")),

@@ -1,0 +1,345 @@
+"""What-if (platform admins only; a 404 for everyone else): pick a window of
+recorded workloads or paste a scenario file, change quotas, weights, lending
+or preemption of some ClusterQueues, and compare today's policy with the
+proposal side by side once the simulation (a Celery task) is done."""
+
+from __future__ import annotations
+
+from datetime import UTC, timedelta
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
+
+from accounts.roles import is_platform_admin
+from frontend import charts
+from frontend.templatetags.berth import duration
+from frontend.views.common import page
+from jobs import whatif
+from jobs.models import WhatIfRun, WhatIfSource, WhatIfState
+from queues.errors import FieldError, PolicyInvalid
+
+BLANK_ROWS = 4  # change rows a fresh form offers
+MAX_ROWS = 50
+RECENT_RUNS = 20
+LOCAL_FORMAT = "%Y-%m-%dT%H:%M"  # <input type=datetime-local>, in UTC
+
+# (key, label, kind, lower is better: True, False, or None for neither)
+METRICS: list[tuple[str, str, str, bool | None]] = [
+    ("p50_wait", "p50 wait", "duration", True),
+    ("p95_wait", "p95 wait", "duration", True),
+    ("max_wait", "longest wait", "duration", True),
+    ("never_admitted", "never admitted", "count", True),
+    ("usage_percent", "usage of nominal quota", "percent", None),
+    ("borrowed_hours", "borrowed ({unit}-hours)", "hours", None),
+    ("lent_hours", "lent ({unit}-hours)", "hours", None),
+    ("preemptions", "preemptions (its workloads evicted)", "count", True),
+    ("gpu_hours_lost", "GPU-hours lost to preemption", "hours", True),
+]
+
+
+def _admin_only(request: HttpRequest) -> None:
+    if not is_platform_admin(request.user):
+        raise Http404("no such page")
+
+
+def _unit(resource: str) -> str:
+    return {"nvidia.com/gpu": "GPU", "cpu": "core", "memory": "GiB"}.get(resource, resource)
+
+
+def _show(value: Any, kind: str) -> str:
+    if value is None:
+        return "—"
+    if kind == "duration":
+        return duration(value)
+    if kind == "percent":
+        return f"{value:.0f}%"
+    if kind == "hours":
+        return f"{value:,.1f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _change(today: Any, proposal: Any, kind: str, lower_better: bool | None) -> tuple[str, str]:
+    """The change as text and its tone (good, bad or none)."""
+    if not isinstance(today, int | float) or not isinstance(proposal, int | float):
+        return "—", ""
+    delta = proposal - today
+    if abs(delta) < 1e-9:
+        return "same", ""
+    sign = "+" if delta > 0 else "−"
+    if kind == "duration":
+        amount = duration(abs(delta))
+    elif kind == "percent":
+        amount = f"{abs(delta):.0f} points"
+    elif kind == "hours":
+        amount = f"{abs(delta):,.1f}"
+    else:
+        amount = f"{abs(delta):,}"
+    relative = f" ({sign}{abs(delta / today):.0%})" if today and kind != "percent" else ""
+    tone = "" if lower_better is None else ("good" if (delta < 0) == lower_better else "bad")
+    return f"{sign}{amount}{relative}", tone
+
+
+def metric_rows(
+    today: dict[str, Any] | None, proposal: dict[str, Any] | None, resource: str
+) -> list[dict[str, str]]:
+    """One row per metric: today | proposal | change."""
+    today, proposal = today or {}, proposal or {}
+    rows = []
+    if "nominal" in today or "nominal" in proposal:
+        old, new = today.get("nominal") or "—", proposal.get("nominal") or "—"
+        rows.append(
+            {
+                "label": f"nominal quota ({_unit(resource)}s)",
+                "today": old,
+                "proposal": new,
+                "change": "same" if old == new else "changed",
+                "tone": "",
+            }
+        )
+    for key, label, kind, lower_better in METRICS:
+        change, tone = _change(today.get(key), proposal.get(key), kind, lower_better)
+        rows.append(
+            {
+                "key": key,
+                "label": label.format(unit=_unit(resource)),
+                "today": _show(today.get(key), kind),
+                "proposal": _show(proposal.get(key), kind),
+                "change": change,
+                "tone": tone,
+            }
+        )
+    return rows
+
+
+def _wait_scale(values: list[float]) -> tuple[float, str]:
+    biggest = max(values, default=0.0)
+    if biggest < 120:
+        return 1.0, "s"
+    if biggest < 3 * 3600:
+        return 60.0, "min"
+    return 3600.0, "h"
+
+
+def comparison(run: WhatIfRun) -> dict[str, Any]:
+    """The side-by-side of a finished run: totals, a table per ClusterQueue
+    that had workloads (or was changed), and charts of p95 wait and preemptions."""
+    result = run.result or {}
+    resource = str(result.get("resource") or "nvidia.com/gpu")
+    totals = result.get("totals") or {}
+    changed = {str(c.get("cluster_queue")) for c in run.changes}
+
+    def busy(row: dict[str, Any]) -> bool:
+        sides = [row.get("today") or {}, row.get("proposal") or {}]
+        return row["cluster_queue"] in changed or any(s.get("workloads") for s in sides)
+
+    def p95_shift(row: dict[str, Any]) -> float:
+        today = (row.get("today") or {}).get("p95_wait")
+        proposal = (row.get("proposal") or {}).get("p95_wait")
+        return abs((proposal or 0) - (today or 0))
+
+    queues = result.get("queues") or []
+    shown = sorted(
+        (q for q in queues if busy(q)),
+        key=lambda q: (q["cluster_queue"] not in changed, -p95_shift(q), q["cluster_queue"]),
+    )
+    waits = [
+        float(side["p95_wait"])
+        for q in shown
+        for side in (q.get("today") or {}, q.get("proposal") or {})
+        if side.get("p95_wait") is not None
+    ]
+    scale, unit = _wait_scale(waits)
+    preempting = [
+        q
+        for q in shown
+        if any((q.get(side) or {}).get("preemptions") for side in ("today", "proposal"))
+    ]
+
+    def value(row: dict[str, Any], side: str, key: str, divide: float = 1.0) -> float | None:
+        figure = (row.get(side) or {}).get(key)
+        return None if figure is None else float(figure) / divide
+
+    return {
+        "resource": resource,
+        "totals": metric_rows(totals.get("today"), totals.get("proposal"), resource),
+        "runs": totals,
+        "queues": [
+            {
+                "name": q["cluster_queue"],
+                "changed": q["cluster_queue"] in changed,
+                "rows": metric_rows(q.get("today"), q.get("proposal"), resource),
+            }
+            for q in shown
+        ],
+        "quiet": [q["cluster_queue"] for q in queues if not busy(q)],
+        "p95_chart": charts.comparison(
+            [
+                {
+                    "cluster_queue": q["cluster_queue"],
+                    "today": value(q, "today", "p95_wait", scale),
+                    "proposal": value(q, "proposal", "p95_wait", scale),
+                }
+                for q in shown
+            ],
+            f"p95 wait ({unit})",
+            unit=unit,
+        ),
+        "preemption_chart": charts.comparison(
+            [
+                {
+                    "cluster_queue": q["cluster_queue"],
+                    "today": value(q, "today", "preemptions"),
+                    "proposal": value(q, "proposal", "preemptions"),
+                }
+                for q in preempting
+            ],
+            "preemptions",
+        ),
+        "notes": result.get("notes") or [],
+        "runtime_sources": result.get("runtime_sources") or {},
+    }
+
+
+def _blank_rows(count: int) -> list[dict[str, str]]:
+    return [dict.fromkeys(whatif.CHANGE_KEYS, "") for _ in range(count)]
+
+
+def _posted_rows(post: Any) -> list[dict[str, str]]:
+    try:
+        count = max(1, min(MAX_ROWS, int(post.get("rows") or BLANK_ROWS)))
+    except ValueError:
+        count = BLANK_ROWS
+    return [
+        {key: str(post.get(f"change-{i}-{key}", "")).strip() for key in whatif.CHANGE_KEYS}
+        for i in range(count)
+    ]
+
+
+def _scenario_text(request: HttpRequest) -> tuple[str, list[FieldError]]:
+    """The pasted scenario, or the uploaded file (which wins)."""
+    upload = request.FILES.get("scenario_file")
+    if upload is None:
+        return request.POST.get("scenario", ""), []
+    raw = upload.read(whatif.MAX_SCENARIO_BYTES + 1)
+    if len(raw) > whatif.MAX_SCENARIO_BYTES:
+        limit = whatif.MAX_SCENARIO_BYTES // 2**20
+        return "", [FieldError("scenario", "too-large", f"the file is more than {limit} MiB")]
+    try:
+        return raw.decode("utf-8"), []
+    except UnicodeDecodeError:
+        return "", [FieldError("scenario", "encoding", "the file is not UTF-8 text")]
+
+
+def _local(moment: Any) -> str:
+    return moment.astimezone(UTC).strftime(LOCAL_FORMAT) if moment else ""
+
+
+def _rows_with_errors(rows: list[dict[str, str]], errors: list[FieldError]) -> list[dict[str, Any]]:
+    shown = []
+    for i, row in enumerate(rows):
+        prefix = f"changes[{i}]."
+        shown.append(
+            {
+                "index": i,
+                **row,
+                "errors": {e.field[len(prefix) :]: e for e in errors if e.field.startswith(prefix)},
+            }
+        )
+    return shown
+
+
+@login_required
+def whatif_page(request: HttpRequest) -> HttpResponse:
+    _admin_only(request)
+    errors: list[FieldError] = []
+    end = timezone.now().replace(second=0, microsecond=0)
+    form = {
+        "source": WhatIfSource.WINDOW.value,
+        "window_start": _local(end - whatif.DEFAULT_WINDOW),
+        "window_end": _local(end),
+        "scenario": "",
+    }
+    rows = _blank_rows(BLANK_ROWS)
+    if request.method == "POST":
+        form = {key: request.POST.get(key, "") for key in form}
+        rows = _posted_rows(request.POST)
+        if "add_rows" in request.POST:
+            rows += _blank_rows(min(BLANK_ROWS, MAX_ROWS - len(rows)))
+        else:
+            scenario, errors = _scenario_text(request)
+            form["scenario"] = scenario
+            if "scenario_file" in request.FILES:  # an upload says which source is meant
+                form["source"] = WhatIfSource.SCENARIO.value
+            if not errors:
+                try:
+                    run = whatif.create_run(
+                        request.user,
+                        source=form["source"],
+                        window_start=form["window_start"],
+                        window_end=form["window_end"],
+                        scenario=scenario,
+                        changes=rows,
+                    )
+                except PolicyInvalid as exc:
+                    errors = exc.errors
+                else:
+                    return redirect("whatif-run", run.pk)
+    elif request.GET.get("from", "").isdigit():
+        earlier = WhatIfRun.objects.filter(pk=int(request.GET["from"])).first()
+        if earlier is not None:  # run it again, maybe with another change
+            form = {
+                "source": earlier.source,
+                "window_start": _local(earlier.window_start) or form["window_start"],
+                "window_end": _local(earlier.window_end) or form["window_end"],
+                "scenario": earlier.scenario,
+            }
+            rows = [
+                {key: str(c.get(key, "")) for key in whatif.CHANGE_KEYS} for c in earlier.changes
+            ] + _blank_rows(2)
+    document, _ = whatif.today_document()
+    queues = whatif.queue_summary(document)
+    context = {
+        "form": form,
+        "rows": _rows_with_errors(rows, errors),
+        "row_count": len(rows),
+        "errors": errors,
+        "field_errors": {e.field: e for e in errors},
+        "fields": whatif.FIELDS,
+        "queues": queues,
+        "flavors": sorted({q["flavor"] for queue in queues for q in queue["quotas"]}),
+        "resources": sorted({q["resource"] for queue in queues for q in queue["quotas"]}),
+        "max_workloads": f"{whatif.MAX_WORKLOADS:,}",
+        "default_runtime_hours": whatif.DEFAULT_RUNTIME_SECONDS / 3600,
+        "recent": [
+            {"run": run, "changes": whatif.describe_changes(run.changes)}
+            for run in WhatIfRun.objects.select_related("created_by")[:RECENT_RUNS]
+        ],
+    }
+    return page(request, "frontend/whatif.html", context, nav="whatif")
+
+
+@login_required
+def whatif_run(request: HttpRequest, run_id: int) -> HttpResponse:
+    _admin_only(request)
+    run = get_object_or_404(WhatIfRun.objects.select_related("created_by"), pk=run_id)
+    stale = (
+        run.state == WhatIfState.RUNNING
+        and run.heartbeat_at is not None
+        and timezone.now() - run.heartbeat_at > timedelta(minutes=10)
+    )
+    context = {
+        "run": run,
+        "changes": whatif.describe_changes(run.changes),
+        "stale": stale,
+        "elapsed": (run.finished_at - run.started_at).total_seconds()
+        if run.finished_at and run.started_at
+        else None,
+        "compared": comparison(run) if run.state == WhatIfState.SUCCEEDED else None,
+    }
+    # Polls itself until the run is done; the result then stays as it is.
+    return page(
+        request, "frontend/whatif_run.html", context, nav="whatif", live=not run.done, charts=True
+    )

@@ -1,0 +1,229 @@
+"""The what-if pages on PostgreSQL: platform admins only (a member gets a 404,
+a visitor the sign-in page); the form queues a run after the commit or says
+which field is wrong and queues nothing; the run page shows progress, then
+today's policy beside the proposal.
+
+This module is also the test URLconf: the site's URLs plus the what-if pages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+import yaml
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import path
+
+from controlplane import urls as site_urls
+from frontend.views import whatif as views
+from jobs import whatif
+from jobs.models import WhatIfRun, WhatIfSource, WhatIfState
+from tests.jobs.conftest import GPU, Org, org
+from tests.jobs.test_whatif_task import SCENARIO, congested, raise_research
+
+__all__ = ["congested", "org"]
+
+urlpatterns = [
+    path("whatif/", views.whatif_page, name="whatif"),
+    path("whatif/<int:run_id>/", views.whatif_run, name="whatif-run"),
+    *site_urls.urlpatterns,
+]
+handler404 = site_urls.handler404
+handler500 = site_urls.handler500
+
+
+@pytest.fixture(autouse=True)
+def whatif_urls(settings: Any) -> None:
+    settings.ROOT_URLCONF = __name__
+
+
+def browser(org: Org, who: str) -> Client:
+    client = Client()
+    client.force_login(org.users[who])
+    return client
+
+
+def html(response: Any) -> str:
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def form(changes: list[dict[str, str]], **fields: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"source": "window", "rows": str(max(len(changes), 4)), "run": "1"}
+    data.update(fields)
+    for i, change in enumerate(changes):
+        for key, value in change.items():
+            data[f"change-{i}-{key}"] = value
+    return data
+
+
+@pytest.fixture
+def finished_run(
+    org: Org, congested: dict[str, datetime], django_capture_on_commit_callbacks: Any
+) -> WhatIfRun:
+    with django_capture_on_commit_callbacks(execute=True):
+        run = whatif.create_run(
+            org.users["admin"],
+            source="window",
+            window_start=congested["start"],
+            changes=raise_research(),
+        )
+    run.refresh_from_db()
+    assert run.state == WhatIfState.SUCCEEDED, run.error
+    return run
+
+
+def test_anonymous_visitors_are_sent_to_sign_in(org: Org) -> None:
+    for url in ("/whatif/", "/whatif/1/"):
+        response = Client().get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith("/login/?next=")
+
+
+def test_members_get_a_404(org: Org, finished_run: WhatIfRun) -> None:
+    alice = browser(org, "alice")
+    assert alice.get("/whatif/").status_code == 404
+    assert alice.get(f"/whatif/{finished_run.pk}/").status_code == 404
+    assert alice.post("/whatif/", form(raise_research())).status_code == 404
+    assert WhatIfRun.objects.count() == 1
+
+
+def test_the_form_offers_todays_queues_and_the_last_day(org: Org) -> None:
+    page = html(browser(org, "admin").get("/whatif/"))
+    assert "<h1>What-if</h1>" in page
+    assert 'id="whatif-form"' in page and 'enctype="multipart/form-data"' in page
+    assert '<option value="research">' in page and f'<option value="{GPU}">' in page
+    assert 'type="datetime-local" name="window_start" value="20' in page
+    assert 'data-queue="research"' in page  # today's quotas, to pick from
+    assert "No runs yet" in page
+    assert "data-live" in page
+
+
+def test_a_good_form_queues_a_run_after_the_commit_and_shows_it(
+    org: Org, congested: dict[str, datetime], django_capture_on_commit_callbacks: Any
+) -> None:
+    admin = browser(org, "admin")
+    data = form(
+        raise_research(),
+        window_start=congested["start"].strftime("%Y-%m-%dT%H:%M"),
+        window_end=congested["end"].strftime("%Y-%m-%dT%H:%M"),
+    )
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = admin.post("/whatif/", data)
+    run = WhatIfRun.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/whatif/{run.pk}/"
+    assert run.state == WhatIfState.QUEUED and run.created_by == org.users["admin"]
+    assert run.changes == [{**raise_research()[0]}]
+    assert len(callbacks) == 1
+    queued = html(admin.get(f"/whatif/{run.pk}/"))
+    assert "Waiting for a worker" in queued and "data-live-page" in queued  # it polls
+    assert "research h100/nvidia.com/gpu: nominal quota → 48" in queued
+    callbacks[0]()  # the worker's turn (eager here)
+    done = html(admin.get(f"/whatif/{run.pk}/"))
+    assert 'data-state="succeeded"' in done and "data-live-page" not in done
+    card = done[done.index('<div class="card" data-queue="research">') :]
+    card = card[: card.index("</table>")]
+    assert '<span class="pill">changed</span>' in card
+    p95 = card[card.index('data-metric="p95_wait"') :]
+    p95 = p95[: p95.index("</tr>")]
+    # The last of three waves waits 3 h less the seconds between arrivals; of two, 1 h.
+    assert ">2 h 59 min<" in p95 and ">59 min<" in p95
+    assert 'class="num good">−1 h 59 min (−67%)<' in p95  # shorter is better
+    assert "chart-whatif-p95" in done
+    assert "No preemptions under either policy." in done  # no empty chart
+    assert "data-figure=" in done and "/vendor/plotly-" in done
+    assert "had no recorded or declared runtime" in done  # where runtimes came from
+    listing = html(admin.get("/whatif/"))
+    assert f'data-run="{run.pk}"' in listing and "succeeded" in listing
+
+
+def test_a_bad_change_is_named_on_the_form_and_nothing_is_queued(
+    org: Org, congested: dict[str, datetime], django_capture_on_commit_callbacks: Any
+) -> None:
+    changes = [*raise_research("-8"), {"cluster_queue": "nope", "field": "fair_sharing_weight",
+                                        "value": "2"}]  # fmt: skip
+    with django_capture_on_commit_callbacks() as callbacks:
+        page = html(browser(org, "admin").post("/whatif/", form(changes)))
+    assert not callbacks and not WhatIfRun.objects.exists()
+    assert 'id="whatif-errors"' in page
+    assert "changes[0].value" in page and "-8 is negative" in page
+    assert "changes[1].cluster_queue" in page and "no ClusterQueue named" in page
+    row = page[page.index('data-row="0"') :]
+    row = row[: row.index("</tr>")]
+    assert 'value="-8"' in row and "-8 is negative" in row  # kept, and named in place
+
+
+def test_more_rows_keeps_what_was_typed(org: Org) -> None:
+    page = html(browser(org, "admin").post("/whatif/", {**form(raise_research()), "add_rows": "1"}))
+    assert 'data-row="7"' in page and 'name="change-0-value" value="48"' in page
+    assert not WhatIfRun.objects.exists()
+
+
+def test_an_uploaded_scenario_file_runs(org: Org, django_capture_on_commit_callbacks: Any) -> None:
+    upload = SimpleUploadedFile("s.yaml", SCENARIO.read_bytes(), content_type="application/yaml")
+    change = {"cluster_queue": "b", "field": "fair_sharing_weight", "value": "2"}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = browser(org, "admin").post(
+            "/whatif/",
+            {**form([change]), "scenario_file": upload},  # the radio left on window
+        )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = WhatIfRun.objects.get()
+    assert run.source == WhatIfSource.SCENARIO and "reclaimWithinCohort" in run.scenario
+    page = html(browser(org, "admin").get(f"/whatif/{run.pk}/"))
+    assert 'data-queue="a"' in page and 'data-queue="b"' in page
+    assert 'id="whatif-scenario"' in page
+    assert "fair-sharing weights change nothing" in page  # the scenario leaves it off
+
+
+def test_a_scenario_that_does_not_parse_is_named(org: Org) -> None:
+    change = {"cluster_queue": "a", "field": "fair_sharing_weight", "value": "2"}
+    page = html(
+        browser(org, "admin").post(
+            "/whatif/", form([change], source="scenario", scenario="clusterQueues: 3")
+        )
+    )
+    assert 'data-error="scenario"' in page and "clusterQueues: must be a list" in page
+    assert "clusterQueues: 3</textarea>" in page  # kept for fixing
+    assert not WhatIfRun.objects.exists()
+
+
+def test_a_failed_run_says_why_and_runs_again_from_its_inputs(
+    org: Org, finished_run: WhatIfRun
+) -> None:
+    WhatIfRun.objects.filter(pk=finished_run.pk).update(
+        state=WhatIfState.FAILED, error="the simulation failed: boom", result={}
+    )
+    admin = browser(org, "admin")
+    page = html(admin.get(f"/whatif/{finished_run.pk}/"))
+    assert 'id="whatif-error"' in page and "boom" in page
+    again = html(admin.get(f"/whatif/?from={finished_run.pk}"))
+    assert 'name="change-0-cluster_queue" list="whatif-queues" value="research"' in again
+    assert 'name="change-0-value" value="48"' in again
+
+
+def test_a_missing_run_is_a_404(org: Org) -> None:
+    assert browser(org, "admin").get("/whatif/999999/").status_code == 404
+
+
+def test_preemptions_are_charted_when_there_are_any(
+    org: Org, django_capture_on_commit_callbacks: Any
+) -> None:
+    document = yaml.safe_load(SCENARIO.read_text())
+    for workload in document["workloads"]:
+        workload["runtime"] = "1h"
+    change = {"cluster_queue": "a", "field": "reclaim_within_cohort", "value": "Never"}
+    with django_capture_on_commit_callbacks(execute=True):
+        run = whatif.create_run(
+            org.users["admin"], source="scenario", scenario=yaml.safe_dump(document),
+            changes=[change],
+        )  # fmt: skip
+    page = html(browser(org, "admin").get(f"/whatif/{run.pk}/"))
+    assert "chart-whatif-preemptions" in page
+    table = page[page.index('id="chart-whatif-preemptions-table"') :]
+    assert "<td>b</td><td>1</td><td>0</td>" in table[: table.index("</details>")]
+    card = page[page.index('<div class="card" data-queue="b">') :]
+    row = card[card.index('data-metric="preemptions"') :]
+    assert 'class="num good">−1 (−100%)<' in row[: row.index("</tr>")]
