@@ -32,7 +32,7 @@ from jobs.models import (
     WorkloadState,
 )
 from jobs.rollups import count_admission, count_borrowing, count_eviction
-from jobs.utilisation import busy_gpus
+from jobs.utilisation import busy_gpus, snapshot_teams
 from queues.backends.base import TYPES, ClusterBackend, WatchEvent, WatchExpired
 from queues.models import LocalQueue, TeamNamespace
 from queues.quantity import QuantityError, parse_decimal, to_canonical
@@ -587,4 +587,6 @@ def snapshot_cluster(backend: ClusterBackend, at: datetime | None = None) -> tup
     """Queue usage and node capacity at one instant; returns the row counts."""
     at = (at or timezone.now()).replace(microsecond=0)
     flavors, _ = backend.list(TYPES["ResourceFlavor"])
-    return snapshot_queues(backend, at), snapshot_capacity(backend, flavors, at)
+    queues, capacity = snapshot_queues(backend, at), snapshot_capacity(backend, flavors, at)
+    snapshot_teams(at)
+    return queues, capacity

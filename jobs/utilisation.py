@@ -17,6 +17,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -26,6 +27,8 @@ from jobs.models import WorkloadRecord, WorkloadState
 log = logging.getLogger(__name__)
 GPU = "nvidia.com/gpu"
 DCGM_QUERY = "sum by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
+# The exporter, run with Kubernetes pod mapping, labels each GPU with the pod using it.
+DCGM_BY_NAMESPACE = "sum by (namespace) (DCGM_FI_DEV_GPU_UTIL)"
 SIMULATED, PROMETHEUS = "simulated", "prometheus"
 
 
@@ -41,20 +44,52 @@ def efficiency(uid: str) -> float:
     return 0.55 + (zlib.crc32(uid.encode()) % 41) / 100
 
 
-def simulated_busy() -> dict[str, float]:
-    """GPUs busy per flavor on the simulated cluster, from admitted workloads."""
-    busy: dict[str, float] = {}
-    for uid, pod_sets, flavors in WorkloadRecord.objects.filter(
+def _admitted() -> list[tuple[str, str, int, float]]:
+    """(namespace, flavor, GPUs, simulated efficiency) per admitted pod set."""
+    found = []
+    for uid, namespace, pod_sets, flavors in WorkloadRecord.objects.filter(
         state=WorkloadState.ADMITTED
-    ).values_list("uid", "pod_sets", "flavors"):
+    ).values_list("uid", "namespace", "pod_sets", "flavors"):
         share = efficiency(uid)
         for pod_set in pod_sets or []:
             flavor = (flavors or {}).get(pod_set.get("name", "main"), {}).get(GPU)
             if flavor is None:
                 continue
             gpus = int((pod_set.get("requests") or {}).get(GPU, 0)) * int(pod_set.get("count", 1))
-            busy[flavor] = busy.get(flavor, 0.0) + gpus * share
+            found.append((namespace, flavor, gpus, share))
+    return found
+
+
+def simulated_busy() -> dict[str, float]:
+    """GPUs busy per flavor on the simulated cluster, from admitted workloads."""
+    busy: dict[str, float] = {}
+    for _, flavor, gpus, share in _admitted():
+        busy[flavor] = busy.get(flavor, 0.0) + gpus * share
     return busy
+
+
+def by_namespace() -> tuple[dict[str, int], dict[str, float] | None, str]:
+    """Per namespace: GPUs allocated to admitted workloads, GPUs busy (None when
+    unknown) and the source."""
+    allocated: dict[str, int] = {}
+    simulated: dict[str, float] = {}
+    for namespace, _, gpus, share in _admitted():
+        allocated[namespace] = allocated.get(namespace, 0) + gpus
+        simulated[namespace] = simulated.get(namespace, 0.0) + gpus * share
+    where = source()
+    if where == SIMULATED:
+        return allocated, simulated, where
+    if where == PROMETHEUS:
+        try:
+            busy = {
+                str(sample.get("metric", {}).get("namespace", "")): float(sample["value"][1]) / 100
+                for sample in query(settings.BERTH_PROMETHEUS_URL, DCGM_BY_NAMESPACE)
+            }
+        except (PrometheusError, KeyError, IndexError, TypeError, ValueError) as exc:
+            log.warning("GPU utilisation by namespace unknown this time: %s", exc)
+            return allocated, None, where
+        return allocated, busy, where
+    return allocated, None, ""
 
 
 class PrometheusError(Exception):
@@ -112,3 +147,29 @@ def busy_gpus(
     if where == SIMULATED:
         return simulated_busy(), where
     return None, ""
+
+
+def snapshot_teams(at: datetime) -> int:
+    """One TeamUsageSnapshot per team at ``at``: its namespaces summed."""
+    from jobs.models import TeamUsageSnapshot
+    from queues.models import TeamNamespace
+
+    allocated, busy, where = by_namespace()
+    teams: dict[int, list[float | int | None]] = {}
+    for namespace, team_id in TeamNamespace.objects.values_list("name", "team_id"):
+        entry = teams.setdefault(team_id, [0, 0.0 if busy is not None else None])
+        entry[0] = int(entry[0] or 0) + allocated.get(namespace, 0)
+        if busy is not None:
+            entry[1] = float(entry[1] or 0.0) + busy.get(namespace, 0.0)
+    rows = [
+        TeamUsageSnapshot(
+            at=at,
+            team_id=team_id,
+            allocated=int(values[0] or 0),
+            utilised=round(float(values[1]), 3) if values[1] is not None else None,
+            utilisation_source=where if values[1] is not None else "",
+        )
+        for team_id, values in teams.items()
+    ]
+    TeamUsageSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)

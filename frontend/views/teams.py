@@ -137,6 +137,7 @@ def team_page(request: HttpRequest, slug: str) -> HttpResponse:
         "team": team,
         "quotas": [(q, stats.queue_quota_rows(q.name)) for q in queues.order_by("name")],
         "borrowing": borrowing_now(team),
+        "usage": team.usage.order_by("-at").first(),
         "jobs": job_selectors.jobs_for(request.user).filter(team=team)[:20],
         "local_queues": LocalQueue.objects.filter(namespace__team=team)
         .select_related("cluster_queue__queue_class", "namespace")

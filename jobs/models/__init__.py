@@ -10,6 +10,7 @@ from jobs.models.rollups import (
     FairShareRollup,
     PendingForecast,
     PreemptionRollup,
+    TeamUsageSnapshot,
     WaitRollup,
 )
 from jobs.models.whatif import WhatIfRun, WhatIfSource, WhatIfState
@@ -39,6 +40,7 @@ __all__ = [
     "QueueSnapshot",
     "QueueStatus",
     "SyncCursor",
+    "TeamUsageSnapshot",
     "WaitRollup",
     "WhatIfRun",
     "WhatIfSource",

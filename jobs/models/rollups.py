@@ -163,3 +163,24 @@ class FairShareRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_queue} @ {self.hour:%Y-%m-%d %H}h"
+
+
+class TeamUsageSnapshot(models.Model):
+    """A team's GPUs at one instant: allocated to its admitted workloads, and
+    busy (from DCGM by namespace, or the simulated cluster; None when unknown)."""
+
+    at = models.DateTimeField(db_index=True)
+    team = models.ForeignKey("queues.Team", on_delete=models.CASCADE, related_name="usage")
+    allocated = models.PositiveIntegerField(default=0)
+    utilised = models.FloatField(null=True, blank=True)
+    utilisation_source = models.CharField(max_length=16, blank=True)
+
+    class Meta:
+        ordering = ["-at", "team"]
+        constraints = [
+            models.UniqueConstraint(fields=["at", "team"], name="unique_team_usage_snapshot")
+        ]
+        indexes = [models.Index(fields=["team", "-at"])]
+
+    def __str__(self) -> str:
+        return f"{self.team_id} @ {self.at}: {self.allocated} GPUs"

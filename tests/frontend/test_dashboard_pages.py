@@ -230,3 +230,16 @@ def test_the_cohort_page_shows_the_tree_the_balance_sheet_and_shares(org: Org) -
     day = html(browser(org, "bob").get("/cohorts/?window=24h"))
     assert ">2.0<" in day[day.index('data-pair="research:serving"') :].split("</tr>")[0]
     assert "chart-shares" in page and "chart-balance" in page
+
+
+def test_the_team_page_shows_its_gpus_allocated_and_busy(org: Org) -> None:
+    from jobs.models import TeamUsageSnapshot
+    from queues.models import Team
+
+    TeamUsageSnapshot.objects.create(
+        at=timezone.now(), team=Team.objects.get(slug="research"), allocated=12, utilised=8.5,
+        utilisation_source="prometheus",
+    )  # fmt: skip
+    page = html(browser(org, "alice").get("/teams/research/"))
+    assert "data-team-allocated>12<" in page and "data-team-busy>8.5<" in page
+    assert "(DCGM)" in page

@@ -148,3 +148,46 @@ def test_prometheus_down_or_refusing_leaves_utilisation_unknown(
     CapacitySnapshot.objects.all().delete()
     snapshot_capacity(nodes, FLAVORS, at=timezone.now())
     assert all(r.utilised is None for r in gpu_rows().values())
+
+
+def test_team_usage_sums_its_namespaces(
+    nodes: SimulatedBackend, prometheus: str, settings: Any
+) -> None:
+    from jobs.models import TeamUsageSnapshot
+    from jobs.utilisation import DCGM_BY_NAMESPACE, snapshot_teams
+    from tests.factories import team
+
+    settings.BERTH_RECONCILE_ON_CHANGE = False
+    team("research", ["research", "research-dev"])
+    team("serving", ["serving"])
+    for uid, namespace, gpus in (("u1", "research", 8), ("u2", "research-dev", 4)):
+        WorkloadRecord.objects.create(
+            uid=uid, namespace=namespace, name=uid, state=WorkloadState.ADMITTED,
+            created_at=timezone.now(),
+            pod_sets=[{"name": "main", "count": 1, "requests": {GPU: gpus}}],
+            flavors={"main": {GPU: "h100"}},
+        )  # fmt: skip
+    settings.BERTH_PROMETHEUS_URL = prometheus
+    Prometheus.answer = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"namespace": "research"}, "value": [0, "700"]},
+                {"metric": {"namespace": "research-dev"}, "value": [0, "150"]},
+                {"metric": {"namespace": "kube-system"}, "value": [0, "100"]},
+            ],
+        },
+    }
+    snapshot_teams(timezone.now())
+    rows = {r.team.slug: r for r in TeamUsageSnapshot.objects.select_related("team")}
+    assert Prometheus.queries == [DCGM_BY_NAMESPACE]
+    assert (rows["research"].allocated, rows["research"].utilised) == (12, 8.5)
+    assert (rows["serving"].allocated, rows["serving"].utilised) == (0, 0.0)
+    assert rows["research"].utilisation_source == "prometheus"
+    settings.BERTH_PROMETHEUS_URL, settings.BERTH_CLUSTER = "", "simulated"
+    later = timezone.now()
+    snapshot_teams(later)
+    research = TeamUsageSnapshot.objects.get(team__slug="research", at=later)
+    expected = 8 * efficiency("u1") + 4 * efficiency("u2")
+    assert research.utilised == round(expected, 3) and research.utilisation_source == "simulated"
