@@ -70,15 +70,17 @@ def build_history(jobs: int, events: int, seed: int = 11) -> None:
     snapshots, capacity = [], []
     for step in range(steps):
         at = now - SNAPSHOT_EVERY * (steps - step)
+        usages = {name: rng.randint(0, 3) for name in names}
         for flavor in ("h100-ondemand", "h100-spot"):
             capacity.append(
                 CapacitySnapshot(
                     at=at, flavor=flavor, resource="nvidia.com/gpu", allocatable=2400,
                     largest_node=8, nodes=300,
+                    allocated=sum(usages.values()) if flavor == "h100-ondemand" else 0,
                 )
             )  # fmt: skip
         for name in names:
-            usage = rng.randint(0, 3)
+            usage = usages[name]
             snapshots.append(
                 QueueSnapshot(
                     at=at, cluster_queue=name, flavor="h100-ondemand", resource="nvidia.com/gpu",

@@ -185,14 +185,14 @@ def queue_usage(
     rows = QueueSnapshot.objects.filter(at=newest, resource=resource)
     if queues is not None:
         rows = rows.filter(cluster_queue__in=list(queues))
-    for row in rows:
-        entry = result.setdefault(
-            row.cluster_queue, {"nominal": 0, "usage": 0, "borrowed": 0, "lent": 0}
-        )
-        entry["nominal"] += row.nominal
-        entry["usage"] += row.usage
-        entry["borrowed"] += row.borrowed
-        entry["lent"] += row.lent
+    for name, nominal, usage, borrowed, lent in rows.values_list(
+        "cluster_queue", "nominal", "usage", "borrowed", "lent"
+    ):
+        entry = result.setdefault(name, {"nominal": 0, "usage": 0, "borrowed": 0, "lent": 0})
+        entry["nominal"] += nominal
+        entry["usage"] += usage
+        entry["borrowed"] += borrowed
+        entry["lent"] += lent
     return result
 
 
@@ -236,22 +236,17 @@ def pending_by_queue() -> list[Row]:
 
 
 def capacity_series(since: datetime) -> list[Row]:
-    """GPU capacity (node allocatable) and allocation (queue usage) per flavor
-    over time; the database sums the queues of each snapshot instant."""
+    """GPU capacity (node allocatable), allocation (the queues' usage, summed
+    when the snapshot was taken) and utilisation per flavor over time."""
     capacity: dict[tuple[datetime, str], int] = {}
     utilised: dict[tuple[datetime, str], float | None] = {}
-    for at, flavor, amount, busy in CapacitySnapshot.objects.filter(
+    allocated: dict[tuple[datetime, str], int] = {}
+    for at, flavor, amount, busy, held in CapacitySnapshot.objects.filter(
         resource=GPU, at__gte=since
-    ).values_list("at", "flavor", "allocatable", "utilised"):
+    ).values_list("at", "flavor", "allocatable", "utilised", "allocated"):
         capacity[(at, flavor)] = amount
         utilised[(at, flavor)] = busy
-    allocated = {
-        (row["at"], row["flavor"]): int(row["total"] or 0)
-        for row in QueueSnapshot.objects.filter(resource=GPU, at__gte=since)
-        .values("at", "flavor")
-        .annotate(total=Sum("usage"))
-        .order_by()
-    }
+        allocated[(at, flavor)] = held
     keys = sorted(set(capacity) | set(allocated))
     return [
         {

@@ -512,6 +512,11 @@ def snapshot_capacity(
     nodes, _ = backend.list(TYPES["Node"])
     flavors = list(flavors)
     busy, measured_by = busy_gpus(nodes, flavors)
+    held: dict[tuple[str, str], int] = {}
+    for flavor_name, resource_name, usage in QueueSnapshot.objects.filter(at=at).values_list(
+        "flavor", "resource", "usage"
+    ):
+        held[(flavor_name, resource_name)] = held.get((flavor_name, resource_name), 0) + usage
     rows = []
     for flavor in flavors:
         labels = flavor.get("spec", {}).get("nodeLabels") or {}
@@ -540,6 +545,7 @@ def snapshot_capacity(
                     if busy is not None and resource == GPU
                     else None,
                     utilisation_source=measured_by if resource == GPU and busy is not None else "",
+                    allocated=held.get((flavor["metadata"]["name"], resource), 0),
                 )
             )
     CapacitySnapshot.objects.bulk_create(rows, ignore_conflicts=True)

@@ -60,14 +60,17 @@ def borrowing_now(team: Team) -> list[dict[str, Any]]:
     idle = _lendable(usage, lending)
     rows: list[dict[str, Any]] = []
     queues = ClusterQueue.objects.filter(local_queues__namespace__team=team).distinct()
+    members: dict[int, list[str]] = {}
+    for name, cohort_id in ClusterQueue.objects.filter(cohort__isnull=False).values_list(
+        "name", "cohort_id"
+    ):
+        members.setdefault(cohort_id, []).append(name)
     for queue in queues.select_related("cohort").order_by("name"):
         if queue.cohort is None:
             rows.append({"queue": queue.name, "cohort": None, "lenders": [], "can_borrow": 0})
             continue
-        peers = ClusterQueue.objects.filter(cohort__name=queue.cohort.name).exclude(pk=queue.pk)
-        offers = sorted(
-            ((idle[p.name], p.name) for p in peers if idle.get(p.name)), key=lambda o: (-o[0], o[1])
-        )
+        peers = [name for name in members.get(queue.cohort.pk, []) if name != queue.name]
+        offers = sorted(((idle[p], p) for p in peers if idle.get(p)), key=lambda o: (-o[0], o[1]))
         lenders = [{"queue": name, "idle": amount} for amount, name in offers]
         total = sum(amount for amount, _ in offers)
         limit = borrowing.get(queue.name)

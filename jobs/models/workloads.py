@@ -169,6 +169,8 @@ class CapacitySnapshot(models.Model):
     # who measured it: "prometheus" (DCGM) or "simulated".
     utilised = models.FloatField(null=True, blank=True)
     utilisation_source = models.CharField(max_length=16, blank=True)
+    # What the ClusterQueues held of it at the same instant (their usage, summed).
+    allocated = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["-at", "flavor", "resource"]

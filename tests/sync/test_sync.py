@@ -322,6 +322,8 @@ def test_snapshots_record_usage_borrowing_and_lending(research: ClusterUnderTest
     assert capacity == {"nvidia.com/gpu": (16, 2), "cpu": (384000, 2)}
     largest = {c.resource: c.largest_node for c in CapacitySnapshot.objects.all()}
     assert largest == {"nvidia.com/gpu": 8, "cpu": 192000}
+    # The queues' usage of the flavor at the same instant: 12 + 2.
+    assert CapacitySnapshot.objects.get(resource="nvidia.com/gpu").allocated == 14
 
 
 def test_queue_status_is_mirrored_only_when_it_changes(research: ClusterUnderTest) -> None:
