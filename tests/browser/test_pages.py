@@ -290,3 +290,16 @@ def test_guard_records_console_and_page_errors(page: Page, guard: Guard) -> None
 )
 def test_what_counts_as_local(url: str, local: bool) -> None:
     assert is_local(url) is local
+
+
+def test_the_job_page_shows_its_timeline_and_manifest(
+    page: Page, org: dict[str, Any], guard: Guard, base_url: str
+) -> None:
+    warmup = JobRequest.objects.get(name="warmup")
+    sign_in_as(page, "member")
+    page.goto(f"/jobs/{warmup.pk}/")
+    expect(page.locator("h1")).to_contain_text("Job warmup")
+    expect(page.get_by_text("Rendered manifest")).to_be_visible()
+    expect(page.locator("#job-timeline")).to_contain_text("submitted")
+    screenshot(page, "job-member")
+    assert_only_local_requests(guard, base_url)
