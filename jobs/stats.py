@@ -175,24 +175,26 @@ def latest_snapshot_at() -> datetime | None:
 
 def queue_usage(
     resource: str = GPU, queues: Iterable[str] | None = None
-) -> dict[str, dict[str, int]]:
+) -> dict[str, dict[str, Any]]:
     """Per ClusterQueue, summed over flavors, from the newest snapshot:
     nominal, usage, borrowed, lent."""
     newest = latest_snapshot_at()
     if newest is None:
         return {}
-    result: dict[str, dict[str, int]] = {}
+    result: dict[str, dict[str, Any]] = {}
     rows = QueueSnapshot.objects.filter(at=newest, resource=resource)
     if queues is not None:
         rows = rows.filter(cluster_queue__in=list(queues))
-    for name, nominal, usage, borrowed, lent in rows.values_list(
-        "cluster_queue", "nominal", "usage", "borrowed", "lent"
+    for name, nominal, usage, borrowed, lent, utilised in rows.values_list(
+        "cluster_queue", "nominal", "usage", "borrowed", "lent", "utilised"
     ):
         entry = result.setdefault(name, {"nominal": 0, "usage": 0, "borrowed": 0, "lent": 0})
         entry["nominal"] += nominal
         entry["usage"] += usage
         entry["borrowed"] += borrowed
         entry["lent"] += lent
+        if utilised is not None:
+            entry["utilised"] = entry.get("utilised", 0) + utilised
     return result
 
 
@@ -301,6 +303,7 @@ class QueueRow:
     usage: int = 0
     borrowed: int = 0
     lent: int = 0
+    utilised: float | None = None  # GPUs busy, when measured
     pending: int = 0
     admitted: int = 0
     p50_day: float | None = None
@@ -349,6 +352,7 @@ def queue_rows(now: datetime | None = None, names: Iterable[str] | None = None) 
                 usage=figures.get("usage", 0),
                 borrowed=figures.get("borrowed", 0),
                 lent=figures.get("lent", 0),
+                utilised=round(figures["utilised"], 1) if "utilised" in figures else None,
                 pending=pending,
                 admitted=admitted,
                 p50_day=today.p50 if today else None,

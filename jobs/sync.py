@@ -32,7 +32,7 @@ from jobs.models import (
     WorkloadState,
 )
 from jobs.rollups import count_admission, count_borrowing, count_eviction
-from jobs.utilisation import busy_gpus, snapshot_teams
+from jobs.utilisation import busy_gpus, by_queue, snapshot_teams
 from queues.backends.base import TYPES, ClusterBackend, WatchEvent, WatchExpired
 from queues.models import LocalQueue, TeamNamespace
 from queues.quantity import QuantityError, parse_decimal, to_canonical
@@ -492,6 +492,11 @@ def snapshot_queues(backend: ClusterBackend, at: datetime | None = None) -> int:
                 )
             )
     _attribute_lending(rows, unused, tree)
+    busy = by_queue()
+    if busy is not None:
+        for row in rows:
+            if row.resource == GPU:
+                row.utilised = round(busy.get((row.cluster_queue, row.flavor), 0.0), 3)
     previous = QueueSnapshot.objects.filter(at__lte=at).aggregate(at=Max("at"))["at"]
     QueueSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
     if previous != at:  # a second snapshot of the same instant adds nothing

@@ -29,6 +29,7 @@ GPU = "nvidia.com/gpu"
 DCGM_QUERY = "sum by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
 # The exporter, run with Kubernetes pod mapping, labels each GPU with the pod using it.
 DCGM_BY_NAMESPACE = "sum by (namespace) (DCGM_FI_DEV_GPU_UTIL)"
+DCGM_BY_POD = "sum by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL)"
 SIMULATED, PROMETHEUS = "simulated", "prometheus"
 
 
@@ -173,3 +174,62 @@ def snapshot_teams(at: datetime) -> int:
     ]
     TeamUsageSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
+
+
+def _owner(
+    pods: dict[str, list[tuple[str, str, str]]], namespace: str, pod: str
+) -> tuple[str, str] | None:
+    """(cluster queue, flavor) of the admitted workload whose job owns ``pod``:
+    a pod's name starts with its job's name and a dash, whatever the kind
+    (``train-0-x7k``, ``train-node-0-1-abc``, ``train-worker-2``); the longest
+    matching job name wins."""
+    best: tuple[int, str, str] | None = None
+    for job_name, queue, flavor in pods.get(namespace, []):
+        if pod.startswith(f"{job_name}-") and (best is None or len(job_name) > best[0]):
+            best = (len(job_name), queue, flavor)
+    return (best[1], best[2]) if best else None
+
+
+def by_queue() -> dict[tuple[str, str], float] | None:
+    """GPUs busy per (ClusterQueue, flavor); None when nobody measures it."""
+    where = source()
+    if where == "":
+        return None
+    admitted = WorkloadRecord.objects.filter(state=WorkloadState.ADMITTED).exclude(cluster_queue="")
+    if where == SIMULATED:
+        busy: dict[tuple[str, str], float] = {}
+        for uid, queue, pod_sets, flavors in admitted.values_list(
+            "uid", "cluster_queue", "pod_sets", "flavors"
+        ):
+            for pod_set in pod_sets or []:
+                flavor = (flavors or {}).get(pod_set.get("name", "main"), {}).get(GPU)
+                if flavor is None:
+                    continue
+                requests = pod_set.get("requests") or {}
+                gpus = int(requests.get(GPU, 0)) * int(pod_set.get("count", 1))
+                busy[(queue, flavor)] = busy.get((queue, flavor), 0.0) + gpus * efficiency(uid)
+        return busy
+    jobs: dict[str, list[tuple[str, str, str]]] = {}
+    for namespace, job_name, queue, flavors in admitted.values_list(
+        "namespace", "job_name", "cluster_queue", "flavors"
+    ):
+        flavor = next((f[GPU] for f in (flavors or {}).values() if GPU in f), None)
+        if job_name and flavor:
+            jobs.setdefault(namespace, []).append((job_name, queue, flavor))
+    try:
+        samples = query(settings.BERTH_PROMETHEUS_URL, DCGM_BY_POD)
+    except PrometheusError as exc:
+        log.warning("GPU utilisation by queue unknown this time: %s", exc)
+        return None
+    busy = {}
+    for sample in samples:
+        labels = sample.get("metric", {})
+        owner = _owner(jobs, str(labels.get("namespace", "")), str(labels.get("pod", "")))
+        if owner is None:
+            continue  # a GPU no admitted workload of Berth's knowledge holds
+        try:
+            value = float(sample["value"][1]) / 100
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        busy[owner] = busy.get(owner, 0.0) + value
+    return busy

@@ -25,6 +25,7 @@ SORT_KEYS = {
     "usage": lambda q: q.usage,
     "borrowed": lambda q: q.borrowed,
     "lent": lambda q: q.lent,
+    "utilised": lambda q: q.utilised,
     "pending": lambda q: q.pending,
     "p50_day": lambda q: q.p50_day,
     "p95_day": lambda q: q.p95_day,

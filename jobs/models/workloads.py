@@ -114,6 +114,8 @@ class QueueSnapshot(models.Model):
     lent = models.BigIntegerField(default=0)
     pending_workloads = models.PositiveIntegerField(default=0)
     admitted_workloads = models.PositiveIntegerField(default=0)
+    # GPU rows: GPUs its admitted workloads kept busy (None when nobody measures it).
+    utilised = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["-at", "cluster_queue", "flavor", "resource"]

@@ -45,6 +45,7 @@ def cluster_figures(org: Org) -> None:
     QueueSnapshot.objects.create(
         at=now, cluster_queue="research", flavor="h100", resource="nvidia.com/gpu",
         nominal=16, usage=20, borrowed=4, pending_workloads=3, admitted_workloads=2,
+        utilised=13.5,
     )  # fmt: skip
     QueueSnapshot.objects.create(
         at=now, cluster_queue="serving", flavor="h100", resource="nvidia.com/gpu",
@@ -105,6 +106,7 @@ def test_the_queue_list_has_usage_borrowing_and_waits(org: Org, cluster_figures:
     row = row[: row.index("</tr>")]
     assert ">20<" in row and ">4<" in row  # usage, borrowed
     assert 'data-col="pending">3<' in row
+    assert 'data-col="utilised">13.5<' in row
     assert "min" in row  # p50/p95 as durations
     assert ">2<" in row  # preemptions in 7 d
     sorted_page = html(browser(org, "bob").get("/queues/?sort=-usage"))

@@ -191,3 +191,60 @@ def test_team_usage_sums_its_namespaces(
     research = TeamUsageSnapshot.objects.get(team__slug="research", at=later)
     expected = 8 * efficiency("u1") + 4 * efficiency("u2")
     assert research.utilised == round(expected, 3) and research.utilisation_source == "simulated"
+
+
+def test_queue_utilisation_follows_pods_to_their_workloads(
+    db: Any, prometheus: str, settings: Any
+) -> None:
+    from jobs.utilisation import DCGM_BY_POD, by_queue
+
+    for uid, job_name, queue, flavor in (
+        ("w1", "train", "research", "h100"),
+        ("w2", "train-big", "research-large", "h100"),  # a longer name sharing the prefix
+        ("w3", "eval", "serving", "a100"),
+    ):
+        WorkloadRecord.objects.create(
+            uid=uid, namespace="research" if uid != "w3" else "serving", name=f"job-{job_name}",
+            job_kind="Job", job_name=job_name, cluster_queue=queue, state=WorkloadState.ADMITTED,
+            created_at=timezone.now(),
+            pod_sets=[{"name": "main", "count": 1, "requests": {GPU: 8}}],
+            flavors={"main": {GPU: flavor}},
+        )  # fmt: skip
+    settings.BERTH_PROMETHEUS_URL = prometheus
+
+    def pod(namespace: str, name: str, value: float) -> dict[str, Any]:
+        return {"metric": {"namespace": namespace, "pod": name}, "value": [0, str(value)]}
+
+    Prometheus.answer = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                pod("research", "train-0-x7k2p", 400),
+                pod("research", "train-1-q8m4z", 350),
+                pod("research", "train-big-node-0-0-abcde", 780),
+                pod("serving", "eval-master-0", 90),
+                pod("research", "someone-elses-pod", 800),  # no workload we know
+            ],
+        },
+    }
+    assert by_queue() == {
+        ("research", "h100"): 7.5,
+        ("research-large", "h100"): 7.8,
+        ("serving", "a100"): 0.9,
+    }
+    assert Prometheus.queries == [DCGM_BY_POD]
+    settings.BERTH_PROMETHEUS_URL, settings.BERTH_CLUSTER = "", "kubernetes"
+    assert by_queue() is None  # nobody measures it
+
+
+def test_the_simulated_cluster_makes_up_queue_utilisation_too(db: Any, settings: Any) -> None:
+    from jobs.utilisation import by_queue
+
+    settings.BERTH_CLUSTER, settings.BERTH_PROMETHEUS_URL = "simulated", ""
+    WorkloadRecord.objects.create(
+        uid="s1", namespace="t", name="s1", cluster_queue="research", state=WorkloadState.ADMITTED,
+        created_at=timezone.now(), pod_sets=[{"name": "main", "count": 2, "requests": {GPU: 4}}],
+        flavors={"main": {GPU: "h100"}},
+    )  # fmt: skip
+    assert by_queue() == {("research", "h100"): 8 * efficiency("s1")}
