@@ -1,32 +1,21 @@
-"""GET /metrics: Prometheus text exposition of what Postgres holds (queue
-status, the newest snapshots, the hourly rollups, jobs, reconcile health), who
-may read it, and that its cost does not grow with the number of queues."""
+"""GET /metrics, what it reads: the Prometheus exposition of what Postgres
+holds (queue status, the newest quota and capacity snapshots in base units,
+the hourly wait and preemption rollups, jobs by state, reconcile and sync
+health), every family with HELP and TYPE in a sorted place, identical on a
+second scrape, complete on an empty database; and its cost does not grow with
+the number of queues. The format is in ``test_metrics_format.py``, who may
+read it in ``test_metrics_access.py``."""
 
 from __future__ import annotations
 
-import math
-import random
-import re
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from accounts.models import AccessDenial
-from jobs.metrics import (
-    CONTENT_TYPE,
-    Metric,
-    escape_label_value,
-    format_value,
-    histogram_samples,
-    render,
-)
 from jobs.models import (
     BUCKET_FIELDS,
     WAIT_BUCKETS,
@@ -40,196 +29,14 @@ from jobs.models import (
     WorkloadRecord,
 )
 from queues.models import DriftRecord, PolicyChange, ReconcileRun
-from tests.controlplane.test_startup import clean_env, run
-from tests.factories import user
 from tests.jobs.conftest import Org, job
+from tests.jobs.metrics_support import ODD_REASON, URL, one, parse, scrape, values
 
-URL = "/metrics"
 GPU = "nvidia.com/gpu"
-TOKEN = "s3cret-metrics-token-0123456789"
-REMOTE = "203.0.113.7"  # TEST-NET-3: not loopback
 OLD = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
 NEW = OLD + timedelta(seconds=30)
 HOUR_1 = datetime(2026, 12, 1, 8, tzinfo=UTC)
 HOUR_2 = HOUR_1 + timedelta(hours=1)
-ODD_REASON = 'Said "no" \\ then\nleft'
-
-# ---------------------------------------------------------------------------
-# A small parser for the text format, strict about what the tests rely on
-# ---------------------------------------------------------------------------
-
-_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
-_SAMPLE = re.compile(rf"^({_NAME})(\{{.*\}})? (\S+)$")
-_LABEL_NAME = re.compile(rf"({_NAME})=\"")
-_UNESCAPE = {"\\": "\\", '"': '"', "n": "\n"}
-_HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
-
-
-@dataclass
-class Family:
-    help: str | None = None
-    type: str | None = None
-    samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
-
-
-def parse_labels(text: str) -> dict[str, str]:
-    """``{a="x",b="y\\"z"}`` → {"a": "x", "b": 'y"z'}, undoing the escapes."""
-    assert text.startswith("{") and text.endswith("}"), text
-    body, labels, at = text[1:-1], {}, 0
-    while at < len(body):
-        match = _LABEL_NAME.match(body, at)
-        assert match, f"bad label at {body[at:]!r}"
-        at = match.end()
-        value: list[str] = []
-        while body[at] != '"':
-            if body[at] == "\\":
-                value.append(_UNESCAPE[body[at + 1]])
-                at += 2
-            else:
-                assert body[at] != "\n"
-                value.append(body[at])
-                at += 1
-        labels[match.group(1)] = "".join(value)
-        at += 1
-        if at < len(body):
-            assert body[at] == ",", body[at:]
-            at += 1
-    return labels
-
-
-def parse(text: str) -> dict[str, Family]:
-    """Families by name. Every family has HELP then TYPE before its samples,
-    appears once, and its samples follow it without another family between."""
-    assert text.endswith("\n")
-    families: dict[str, Family] = {}
-    current: str | None = None
-    for line in text[:-1].split("\n"):
-        if line.startswith("# HELP "):
-            name, _, help_text = line[7:].partition(" ")
-            assert name not in families, f"{name} twice"
-            families[name] = Family(help=help_text)
-            current = name
-        elif line.startswith("# TYPE "):
-            name, _, kind = line[7:].partition(" ")
-            assert name == current and families[name].type is None, line
-            assert kind in ("gauge", "counter", "histogram"), line
-            families[name].type = kind
-        else:
-            match = _SAMPLE.match(line)
-            assert match, f"not a sample line: {line!r}"
-            name, labels, value = match.groups()
-            assert current is not None and families[current].type is not None, line
-            family = families[current]
-            allowed = {current}
-            if family.type == "histogram":
-                allowed = {current + suffix for suffix in _HISTOGRAM_SUFFIXES}
-            assert name in allowed, f"{name} inside family {current}"
-            family.samples.append((name, parse_labels(labels) if labels else {}, float(value)))
-    return families
-
-
-def values(families: dict[str, Family], name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    """The samples called ``name`` (a family or a histogram's series), by labels."""
-    family = families.get(name) or families[name.rsplit("_", 1)[0]]
-    return {
-        tuple(sorted(labels.items())): value
-        for sample, labels, value in family.samples
-        if sample == name
-    }
-
-
-def one(families: dict[str, Family], name: str, **labels: str) -> float:
-    return values(families, name)[tuple(sorted(labels.items()))]
-
-
-def scrape(client: Client, **extra: Any) -> dict[str, Family]:
-    response = client.get(URL, **extra)
-    assert response.status_code == 200, response.content
-    assert response["Content-Type"] == CONTENT_TYPE
-    return parse(response.content.decode())
-
-
-# ---------------------------------------------------------------------------
-# The format itself (no database)
-# ---------------------------------------------------------------------------
-
-
-def test_label_values_and_help_are_escaped() -> None:
-    assert escape_label_value('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
-    metric = Metric("berth_x", "gauge", 'Line one\nback\\slash "quotes" stay')
-    metric.add(1, {"reason": ODD_REASON})
-    text = render([metric])
-    assert text == (
-        '# HELP berth_x Line one\\nback\\\\slash "quotes" stay\n'
-        "# TYPE berth_x gauge\n"
-        'berth_x{reason="Said \\"no\\" \\\\ then\\nleft"} 1\n'
-    )
-    assert parse(text)["berth_x"].samples == [("berth_x", {"reason": ODD_REASON}, 1.0)]
-
-
-def test_values_use_the_formats_spelling() -> None:
-    assert [format_value(v) for v in (3, 2.0, 0.25, math.inf, -math.inf)] == [
-        "3",
-        "2",
-        "0.25",
-        "+Inf",
-        "-Inf",
-    ]
-    assert format_value(math.nan) == "NaN"
-    assert format_value(1764583230.5) == "1764583230.5"
-
-
-def test_histogram_buckets_are_cumulative_and_end_with_inf() -> None:
-    metric = Metric("berth_h", "histogram", "h")
-    histogram_samples(metric, {"q": "a"}, (1, 5), [2, 3], 9.5)  # no +Inf bound: added
-    families = parse(render([metric]))
-    assert values(families, "berth_h_bucket") == {
-        (("le", "1.0"), ("q", "a")): 2,
-        (("le", "5.0"), ("q", "a")): 5,
-        (("le", "+Inf"), ("q", "a")): 5,
-    }
-    assert one(families, "berth_h_sum", q="a") == 9.5
-    assert one(families, "berth_h_count", q="a") == 5
-    with pytest.raises(ValueError, match="bucket counts"):
-        histogram_samples(metric, {}, (1,), [1, 2, 3], 0)
-
-
-def test_names_are_checked() -> None:
-    with pytest.raises(ValueError, match="metric name"):
-        Metric("berth-x", "gauge", "x")
-    with pytest.raises(ValueError, match="label name"):
-        Metric("berth_x", "gauge", "x").add(1, {"bad-label": "v"})
-
-
-def test_render_sorts_whatever_order_it_is_given() -> None:
-    def build(seed: int) -> list[Metric]:
-        rng = random.Random(seed)
-        gauge, hist = Metric("berth_b", "gauge", "b"), Metric("berth_a", "histogram", "a")
-        queues = ["q2", "q10", "q1"]
-        rng.shuffle(queues)
-        for queue in queues:
-            gauge.add(len(queue), {"cluster_queue": queue, "flavor": "f"})
-            histogram_samples(hist, {"cluster_queue": queue}, WAIT_BUCKETS, [1] * 13, 1.0)
-        rng.shuffle(gauge.samples)
-        rng.shuffle(hist.samples)
-        metrics = [gauge, hist]
-        rng.shuffle(metrics)
-        return metrics
-
-    first = render(build(1))
-    assert all(render(build(seed)) == first for seed in range(2, 8))
-    lines = first.splitlines()
-    assert lines[0] == "# HELP berth_a a"
-    # Buckets by bound (numerically: 10 before 259200 before +Inf), then _sum, _count.
-    q1 = [line for line in lines if 'cluster_queue="q1"' in line]
-    assert q1[0].startswith('berth_a_bucket{cluster_queue="q1",le="10.0"}')
-    assert q1[12].startswith('berth_a_bucket{cluster_queue="q1",le="+Inf"}')
-    assert q1[13].startswith("berth_a_sum") and q1[14].startswith("berth_a_count")
-
-
-# ---------------------------------------------------------------------------
-# What the endpoint reads
-# ---------------------------------------------------------------------------
 
 
 def snapshot(at: datetime, queue: str, flavor: str, resource: str, **figures: int) -> None:
@@ -523,86 +330,6 @@ def test_an_empty_database_lists_every_family_without_inventing_samples(
     assert families["berth_reconcile_last_run_timestamp_seconds"].samples == []
     assert one(families, "berth_applied_policy_version") == -1
     assert one(families, "berth_jobs", state="running") == 0
-
-
-# ---------------------------------------------------------------------------
-# Who may read it
-# ---------------------------------------------------------------------------
-
-
-def test_with_a_token_set_only_the_bearer_token_opens_it(
-    org: Org, client: Client, settings: Any
-) -> None:
-    settings.BERTH_METRICS_TOKEN = TOKEN
-    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong"}, {"HTTP_AUTHORIZATION": TOKEN}):
-        response = client.get(URL, **headers)  # loopback does not help once a token is set
-        assert response.status_code == 401, headers
-        assert response["WWW-Authenticate"].startswith("Bearer")
-        assert b"BERTH_METRICS_TOKEN" in response.content
-    client.force_login(org.users["admin"])  # nor does an admin session
-    assert client.get(URL, REMOTE_ADDR=REMOTE).status_code == 401
-    ok = client.get(URL, REMOTE_ADDR=REMOTE, HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
-    assert ok.status_code == 200 and ok["Content-Type"] == CONTENT_TYPE
-    assert client.get(URL, HTTP_AUTHORIZATION=f"bearer {TOKEN}").status_code == 200
-    reasons = sorted(AccessDenial.objects.filter(path=URL).values_list("reason", flat=True))
-    # A token without the Bearer scheme is no credential at all.
-    assert reasons == ["bad-credentials", *["not-authenticated"] * 3]
-
-
-def test_without_a_token_loopback_and_platform_admins_only(
-    org: Org, client: Client, settings: Any
-) -> None:
-    settings.BERTH_METRICS_TOKEN = ""
-    assert client.get(URL).status_code == 200  # the test client's 127.0.0.1
-    assert client.get(URL, REMOTE_ADDR="::1").status_code == 200
-    assert client.get(URL, REMOTE_ADDR="::ffff:127.0.0.1").status_code == 200
-
-    refused = client.get(URL, REMOTE_ADDR=REMOTE)
-    assert refused.status_code == 403
-    assert refused["Content-Type"].startswith("text/plain")
-    body = refused.content.decode()
-    assert body.count("\n") == 1 and "set BERTH_METRICS_TOKEN" in body
-    # Through a proxy on the same host the address is loopback, the header is not.
-    assert client.get(URL, HTTP_X_FORWARDED_FOR=REMOTE).status_code == 403
-
-    member = Client()
-    member.force_login(org.users["alice"])
-    assert member.get(URL, REMOTE_ADDR=REMOTE).status_code == 403
-
-    admin = Client()
-    admin.force_login(org.users["admin"])
-    assert admin.get(URL, REMOTE_ADDR=REMOTE).status_code == 200
-
-    grouped = user("carol")
-    grouped.groups.add(Group.objects.get_or_create(name="platform-admins")[0])
-    group_admin = Client()
-    group_admin.force_login(grouped)
-    assert group_admin.get(URL, REMOTE_ADDR=REMOTE).status_code == 200
-
-    assert AccessDenial.objects.filter(path=URL, reason="forbidden").count() == 3
-
-
-def test_only_get(db: Any, client: Client) -> None:
-    assert client.post(URL).status_code == 405
-    assert client.delete(URL).status_code == 405
-
-
-def test_the_token_may_come_from_a_file_and_must_not_be_short(tmp_path: Path) -> None:
-    show = [
-        "-c",
-        "import django; django.setup(); from django.conf import settings; "
-        "print(settings.BERTH_METRICS_TOKEN)",
-    ]
-    secret = tmp_path / "metrics-token"
-    secret.write_text(TOKEN + "\n", encoding="utf-8")
-    env = clean_env(tmp_path, BERTH_SECRET_KEY="k" * 40, BERTH_METRICS_TOKEN_FILE=str(secret))
-    result = run(show, env)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == TOKEN
-
-    short = run(["manage.py", "check"], clean_env(tmp_path, BERTH_METRICS_TOKEN="short"))
-    assert short.returncode == 2
-    assert short.stderr.startswith("berth: configuration error: BERTH_METRICS_TOKEN is too short")
 
 
 # ---------------------------------------------------------------------------

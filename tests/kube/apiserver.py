@@ -12,31 +12,30 @@ apply and streaming watches over real HTTP on 127.0.0.1, so tests drive the offi
         )
         assert server.get_object("kueue.x-k8s.io", "clusterqueues", "team-a")
 
-The store, selectors, patches and apply live in ``apiserver_state.py``.
+This module holds the server object: lifecycle, state access for assertions, fault
+injection, routing and the one-shot verbs. The HTTP transport is in ``apiserver_http.py``,
+watches in ``apiserver_watch.py``, the store in ``apiserver_state.py`` (with resource types,
+selectors, patches and field ownership in the ``apiserver_*`` modules it imports).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import re
-import select
-import socket
 import threading
-import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
 import yaml
 
-from tests.kube.apiserver_state import (
+from tests.kube.apiserver_http import Call, LoopbackHTTPServer, RequestHandler, Rule
+from tests.kube.apiserver_ownership import Identity
+from tests.kube.apiserver_resources import (
     APPLY,
     BUILTIN_RESOURCES,
     DEFAULT_CRDS,
@@ -44,124 +43,18 @@ from tests.kube.apiserver_state import (
     SEED_NAMESPACES,
     VERSION_INFO,
     ApiError,
-    Event,
-    Identity,
-    Matcher,
     Obj,
     ResourceType,
-    Store,
-    field_matcher,
+    Target,
     group_doc,
-    label_matcher,
     resource_list,
     status_body,
 )
+from tests.kube.apiserver_selectors import query_matcher
+from tests.kube.apiserver_state import Store
+from tests.kube.apiserver_watch import serve_watch
 
 NOT_FOUND = "the server could not find the requested resource"
-
-
-class Call(NamedTuple):
-    """One request as received: ``query`` keeps the last value of each parameter."""
-
-    method: str
-    path: str
-    query: dict[str, str]
-    content_type: str | None
-
-
-@dataclass
-class _Rule:
-    method: str
-    pattern: re.Pattern[str]
-    remaining: int
-    status: int = 0
-    body: Obj | str | None = None
-    seconds: float = 0.0
-
-    def take(self, method: str, path: str) -> bool:
-        if self.remaining > 0 and self.method in ("*", method) and self.pattern.search(path):
-            self.remaining -= 1
-            return True
-        return False
-
-
-@dataclass(frozen=True)
-class _Target:
-    rtype: ResourceType
-    version: str
-    namespace: str | None
-    name: str | None
-    subresource: str
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, and chunked watch streams
-    disable_nagle_algorithm = True  # else a delayed ACK stalls every small answer ~40 ms
-    server: _HTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self.server.fake._handle(self)
-
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
-
-    def send_json(self, code: int, body: Obj, headers: Sequence[tuple[str, str]] = ()) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def start_stream(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def send_event(self, event_type: str, obj: Obj) -> None:
-        data = json.dumps({"type": event_type, "object": obj}).encode() + b"\n"
-        self.wfile.write(b"%x\r\n%b\r\n" % (len(data), data))
-
-    def end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-
-    def client_gone(self) -> bool:
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            return True
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, fake: FakeApiServer) -> None:
-        self.fake = fake
-        self.open_sockets: set[socket.socket] = set()
-        self.sockets_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.sockets_lock:
-            self.open_sockets.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self.sockets_lock:
-            self.open_sockets.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        with self.sockets_lock:
-            for sock in list(self.open_sockets):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
 
 
 class FakeApiServer:
@@ -190,10 +83,10 @@ class FakeApiServer:
         self.bookmark_interval = bookmark_interval
         self.calls: list[Call] = []
         self.internal_errors: list[str] = []  # tracebacks of bugs in this double (answered 500)
-        self._faults: list[_Rule] = []
-        self._delays: list[_Rule] = []
+        self._faults: list[Rule] = []
+        self._delays: list[Rule] = []
         self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
+        self._httpd: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.groups: dict[str, list[str]] = {}  # group -> versions, preferred first
         for rtype in self.resources:
@@ -208,7 +101,7 @@ class FakeApiServer:
 
     def start(self) -> FakeApiServer:
         self._stopping.clear()
-        self._httpd = _HTTPServer(self)
+        self._httpd = LoopbackHTTPServer(self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -309,13 +202,13 @@ class FakeApiServer:
     ) -> None:
         """Answer the next ``times`` requests whose path matches (``re.search``) with ``status``.
         ``body`` is a whole response body (dict) or the Status message (str)."""
-        rule = _Rule(method.upper(), re.compile(path_regex), times, status=status, body=body)
+        rule = Rule(method.upper(), re.compile(path_regex), times, status=status, body=body)
         with self.store.lock:
             self._faults.append(rule)
 
     def delay_next(self, method: str, path_regex: str, seconds: float, times: int = 1) -> None:
         """Hold the next matching request(s) for ``seconds`` before handling them normally."""
-        rule = _Rule(method.upper(), re.compile(path_regex), times, seconds=seconds)
+        rule = Rule(method.upper(), re.compile(path_regex), times, seconds=seconds)
         with self.store.lock:
             self._delays.append(rule)
 
@@ -326,7 +219,7 @@ class FakeApiServer:
 
     # --- request handling -----------------------------------------------------------------------
 
-    def _handle(self, handler: _Handler) -> None:
+    def _handle(self, handler: RequestHandler) -> None:
         url = urlsplit(handler.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         length = int(handler.headers.get("Content-Length") or 0)
@@ -355,7 +248,7 @@ class FakeApiServer:
             self.internal_errors.append(traceback.format_exc())
             handler.send_json(500, status_body(500, f"FakeApiServer bug: {exc!r}"))
 
-    def _route(self, path: str) -> Obj | _Target:
+    def _route(self, path: str) -> Obj | Target:
         """Discovery documents, or the resource a request addresses."""
         parts = [part for part in path.split("/") if part]
         if parts == ["version"]:
@@ -395,11 +288,11 @@ class FakeApiServer:
             or (rtype.namespaced and namespace is None and name is not None)
         ):
             raise ApiError(404, NOT_FOUND)
-        return _Target(rtype, version, namespace, name, sub)
+        return Target(rtype, version, namespace, name, sub)
 
     def _dispatch(
         self,
-        handler: _Handler,
+        handler: RequestHandler,
         method: str,
         path: str,
         query: dict[str, str],
@@ -407,7 +300,7 @@ class FakeApiServer:
         content_type: str,
     ) -> None:
         found = self._route(path)
-        if not isinstance(found, _Target):
+        if not isinstance(found, Target):
             if method != "GET":
                 raise ApiError(405, f"{method} is not supported on {path}")
             handler.send_json(200, found)
@@ -420,7 +313,14 @@ class FakeApiServer:
         except (ValueError, yaml.YAMLError) as exc:
             raise ApiError(400, f"error decoding the request body: {exc}") from exc
         if method == "GET" and target.name is None and query.get("watch") in ("true", "1"):
-            self._watch(handler, target, query)
+            serve_watch(
+                handler,
+                self.store,
+                target,
+                query,
+                stopping=self._stopping,
+                bookmark_interval=self.bookmark_interval,
+            )
             return
         with self.store.lock:
             code, result = self._operate(handler, method, target, query, body, media)
@@ -430,9 +330,9 @@ class FakeApiServer:
 
     def _operate(
         self,
-        handler: _Handler,
+        handler: RequestHandler,
         method: str,
-        target: _Target,
+        target: Target,
         query: dict[str, str],
         body: Any,
         media: str,
@@ -448,23 +348,23 @@ class FakeApiServer:
                 items, meta = store.page(
                     rtype,
                     ns,
-                    self._matcher(target, query),
+                    query_matcher(query, target.rtype),
                     int(query.get("limit") or 0),
                     query.get("continue", ""),
                 )
-                items = [self._present(target, obj) for obj in items]
+                items = [target.present(obj) for obj in items]
                 return 200, {"kind": f"{rtype.kind}List", "metadata": meta, "items": items}
             if method == "POST" and (ns is not None or not rtype.namespaced):
                 version = target.version
                 return 201, store.create(rtype, ns, body, version, ident=ident, dry_run=dry_run)
             if method == "DELETE":  # deletecollection
                 removed = []
-                for obj in store.select(rtype, ns, self._matcher(target, query)):
+                for obj in store.select(rtype, ns, query_matcher(query, target.rtype)):
                     meta = obj["metadata"]
                     deleted, _ = store.delete(
                         rtype, meta.get("namespace"), meta["name"], options={}, dry_run=dry_run
                     )
-                    removed.append(self._present(target, deleted))
+                    removed.append(target.present(deleted))
                 return 200, {"kind": f"{rtype.kind}List", "metadata": {}, "items": removed}
             raise ApiError(405, f"{method} is not supported on a collection")
         if method == "GET":
@@ -493,113 +393,6 @@ class FakeApiServer:
             sub = target.subresource
             return 200, store.patch(*args, media, subresource=sub, ident=ident, dry_run=dry_run)
         raise ApiError(405, f"{method} is not supported on a single object")
-
-    def _matcher(self, target: _Target, query: dict[str, str]) -> Matcher:
-        labels = label_matcher(query.get("labelSelector"))
-        fields = field_matcher(query.get("fieldSelector"), target.rtype)
-        return lambda obj: labels(obj) and fields(obj)
-
-    def _present(self, target: _Target, obj: Obj) -> Obj:
-        return obj | {"apiVersion": target.rtype.api_version(target.version)}
-
-    # --- watch ----------------------------------------------------------------------------------
-
-    def _translate(self, event: Event, match: Matcher, target: _Target) -> tuple[str, Obj] | None:
-        """An event as this watch sees it: leaving the selector is DELETED, entering is ADDED."""
-        if event.rtype is not target.rtype:
-            return None
-        if (
-            target.namespace is not None
-            and event.obj["metadata"].get("namespace") != target.namespace
-        ):
-            return None
-        now_in = match(event.obj)
-        was_in = event.prev is not None and match(event.prev)
-        kind = event.type
-        if kind == "MODIFIED" and now_in != was_in:
-            kind = "ADDED" if now_in else "DELETED"
-        elif kind == "MODIFIED" and not now_in:
-            return None
-        if kind in ("ADDED", "DELETED") and not (now_in or was_in):
-            return None
-        return kind, self._present(target, copy.deepcopy(event.obj))
-
-    def _watch(self, handler: _Handler, target: _Target, query: dict[str, str]) -> None:
-        match = self._matcher(target, query)
-        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
-        deadline = time.monotonic() + timeout if timeout else None
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
-        requested = query.get("resourceVersion", "")
-        initial_events = query.get("sendInitialEvents") == "true"
-        store, events, expired = self.store, [], False
-        with store.lock:
-            epoch = store.epoch
-            if requested in ("", "0") or initial_events:
-                events = [
-                    ("ADDED", self._present(target, obj))
-                    for obj in store.select(target.rtype, target.namespace, match)
-                ]
-                cursor = store.rv
-            else:
-                if not requested.isdigit():
-                    raise ApiError(400, f"invalid resource version: {requested!r}")
-                cursor = int(requested)
-                expired = cursor < store.compacted
-                events = [] if expired else self._events_after(cursor, match, target)
-                cursor = store.rv if not expired else cursor
-        handler.start_stream()
-        if expired:
-            self._send_gone(handler, cursor)
-            return
-        for event_type, obj in events:
-            handler.send_event(event_type, obj)
-        if initial_events and bookmarks:
-            end = {"k8s.io/initial-events-end": "true"}
-            handler.send_event("BOOKMARK", self._bookmark(target, cursor, end))
-        last_bookmark = time.monotonic()
-        while not self._stopping.is_set():
-            waits = [0.2]  # also how often a silent watch notices its client has gone
-            if bookmarks:
-                waits.append(last_bookmark + self.bookmark_interval - time.monotonic())
-            if deadline is not None:
-                waits.append(deadline - time.monotonic())
-            with store.changed:
-                if store.rv == cursor and store.epoch == epoch:
-                    store.changed.wait(max(0.0, min(waits)))
-                if store.epoch != epoch or cursor < store.compacted:
-                    self._send_gone(handler, cursor)
-                    return
-                events, cursor = self._events_after(cursor, match, target), store.rv
-            for event_type, obj in events:
-                handler.send_event(event_type, obj)
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            if bookmarks and time.monotonic() - last_bookmark >= self.bookmark_interval:
-                handler.send_event("BOOKMARK", self._bookmark(target, cursor))
-                last_bookmark = time.monotonic()
-            if not events and handler.client_gone():
-                handler.close_connection = True
-                return
-        handler.end_stream()
-
-    def _events_after(self, cursor: int, match: Matcher, target: _Target) -> list[tuple[str, Obj]]:
-        seen = (self._translate(e, match, target) for e in self.store.history if e.rv > cursor)
-        return [event for event in seen if event is not None]
-
-    def _bookmark(self, target: _Target, cursor: int, annotations: Obj | None = None) -> Obj:
-        meta: Obj = {"resourceVersion": str(cursor)}
-        if annotations:
-            meta["annotations"] = annotations
-        return {
-            "kind": target.rtype.kind,
-            "apiVersion": target.rtype.api_version(target.version),
-            "metadata": meta,
-        }
-
-    def _send_gone(self, handler: _Handler, cursor: int) -> None:
-        message = f"too old resource version: {cursor} ({self.store.compacted})"
-        handler.send_event("ERROR", status_body(410, message, "Expired"))
-        handler.end_stream()
 
 
 __all__ = ["Call", "FakeApiServer", "ResourceType"]
