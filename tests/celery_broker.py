@@ -8,8 +8,9 @@ while the worker listens on Redis. So the pools are dropped both ways."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -39,3 +40,33 @@ def redis_queue() -> Iterator[tuple[str, str]]:
     finally:
         _drop_pools()
         app.conf.update(saved)
+
+
+@contextmanager
+def redis_worker() -> Iterator[str]:
+    """A real Celery worker thread (solo pool) consuming a Redis queue private to
+    this test; tasks sent meanwhile go to it. Yields the queue's name. Berth's
+    tasks keep no results, so tests watch PostgreSQL, not a result backend."""
+    from celery.contrib.testing.worker import start_worker
+
+    with (
+        redis_queue() as (_, queue),
+        start_worker(
+            app,
+            pool="solo",
+            loglevel="WARNING",
+            perform_ping_check=False,
+            queues=[queue],
+            shutdown_timeout=30,
+        ),
+    ):
+        yield queue
+
+
+def wait_until(condition: Callable[[], object], what: str, seconds: float = 30) -> None:
+    """Poll ``condition`` until it is true; fail naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)

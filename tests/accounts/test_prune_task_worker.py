@@ -2,48 +2,26 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from django.utils import timezone
 
 from accounts.models import AccessDenial
 from accounts.tasks import prune_access_denials
 from controlplane.celery import app
-from tests.celery_broker import redis_queue
+from tests.celery_broker import redis_worker as running_worker
+from tests.celery_broker import wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def redis_worker() -> Iterator[None]:
-    """A worker thread consuming from Redis, on a queue private to this test run."""
-    # Berth's tasks keep no results (state lives in PostgreSQL), so the test
-    # watches the database instead of waiting on a result backend.
-    with (
-        redis_queue() as (_, queue),
-        start_worker(
-            app,
-            pool="solo",
-            loglevel="WARNING",
-            perform_ping_check=False,
-            queues=[queue],
-            shutdown_timeout=30,
-        ),
-    ):
+    with running_worker():
         yield
-
-
-def wait_until(condition: Any, what: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_worker_prunes_old_entries(redis_worker: Any) -> None:

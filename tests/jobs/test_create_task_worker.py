@@ -3,20 +3,16 @@ redeliveries after lost acknowledgements would be, it creates the job once."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 
-from controlplane.celery import app
 from jobs.models import JobRequest, JobState
 from jobs.tasks import create_job
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
 from queues.models import SimulatedEvent
-from tests.celery_broker import redis_queue
+from tests.celery_broker import redis_worker, wait_until
 from tests.jobs.conftest import Org, job
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -24,26 +20,8 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def worker() -> Iterator[None]:
-    with (
-        redis_queue() as (_, queue),
-        start_worker(
-            app,
-            pool="solo",
-            loglevel="WARNING",
-            perform_ping_check=False,
-            queues=[queue],
-            shutdown_timeout=30,
-        ),
-    ):
+    with redis_worker():
         yield
-
-
-def wait_until(condition: Any, what: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_a_create_delivered_twice_creates_the_job_once(org: Org, worker: None) -> None:

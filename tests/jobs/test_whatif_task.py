@@ -12,17 +12,15 @@ from typing import Any
 
 import pytest
 import yaml
-from celery.contrib.testing.worker import start_worker
 from django.utils import timezone
 
-from controlplane.celery import app
 from jobs import whatif
 from jobs.models import JobRequest, WhatIfRun, WhatIfSource, WhatIfState, WorkloadRecord
 from jobs.models import WorkloadState as W
 from jobs.tasks import run_whatif
 from queues.errors import PolicyInvalid
 from queues.models import Team
-from tests.celery_broker import redis_queue
+from tests.celery_broker import redis_worker
 from tests.jobs.conftest import GPU, Org, org
 
 __all__ = ["org"]
@@ -347,17 +345,7 @@ def test_progress_climbs_through_both_runs_to_100(
 
 @pytest.fixture
 def worker() -> Iterator[None]:
-    with (
-        redis_queue() as (_, queue),
-        start_worker(
-            app,
-            pool="solo",
-            loglevel="WARNING",
-            perform_ping_check=False,
-            queues=[queue],
-            shutdown_timeout=30,
-        ),
-    ):
+    with redis_worker():
         yield
 
 
