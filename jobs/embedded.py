@@ -14,7 +14,8 @@ from django.db import close_old_connections
 
 from jobs.follow import follow_jobs
 from jobs.forecast import refresh_pending_forecasts
-from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads
+from jobs.snapshots import snapshot_cluster, sync_queue_status
+from jobs.sync import sync_workloads
 from queues.backends import get_backend
 from queues.models import ReconcileRun
 from queues.reconcile import applied_policy_version, policy_version, reconcile

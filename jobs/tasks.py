@@ -14,7 +14,8 @@ from celery import shared_task
 from jobs.follow import follow_jobs
 from jobs.forecast import refresh_pending_forecasts
 from jobs.services import create_on_cluster, delete_from_cluster, stuck_jobs
-from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads
+from jobs.snapshots import snapshot_cluster, sync_queue_status
+from jobs.sync import sync_workloads
 from jobs.whatif import execute as execute_whatif
 from queues.backends import get_backend
 from queues.backends.base import BackendError

@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import CapacitySnapshot, WorkloadRecord, WorkloadState
-from jobs.sync import snapshot_capacity
+from jobs.snapshots import snapshot_capacity
 from jobs.utilisation import DCGM_QUERY, efficiency
 from queues.backends.simulated import SimulatedBackend
 

@@ -87,7 +87,7 @@ def test_borrowing_is_attributed_to_lenders_and_shares_recorded_once_per_instant
     research: ClusterUnderTest, settings: Any
 ) -> None:
     from jobs.models import BorrowingRollup, FairShareRollup
-    from jobs.sync import snapshot_queues
+    from jobs.snapshots import snapshot_queues
 
     settings.BERTH_SYNC_INTERVAL = 30
 

@@ -20,7 +20,8 @@ from jobs.models import (
     WorkloadRecord,
 )
 from jobs.models import WorkloadState as State
-from jobs.sync import snapshot_cluster, sync_queue_status, sync_workloads, watch_workloads
+from jobs.snapshots import snapshot_cluster, sync_queue_status
+from jobs.sync import sync_workloads, watch_workloads
 from queues.backends.base import TYPES
 from tests.factories import team
 from tests.reconcile.clusters import ClusterUnderTest
