@@ -15,7 +15,14 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import EventType, JobRequest, JobState, WorkloadRecord, WorkloadState
+from jobs.models import (
+    EventType,
+    JobRequest,
+    JobState,
+    WorkloadEvent,
+    WorkloadRecord,
+    WorkloadState,
+)
 from jobs.models.requests import TERMINAL_STATES
 from queues.backends.base import TYPES, BackendError, ClusterBackend
 
@@ -80,9 +87,16 @@ def _segments(events: Iterable[tuple[str, datetime]], now: datetime) -> list[tup
     return segments
 
 
-def figures(job: JobRequest, record: WorkloadRecord, now: datetime) -> dict[str, Any]:
-    """admitted_at, preemptions, GPU-seconds used and lost, from the timeline."""
-    events = list(record.events.order_by("at", "id").values_list("type", "at"))
+def figures(
+    job: JobRequest,
+    record: WorkloadRecord,
+    now: datetime,
+    events: list[tuple[str, datetime]] | None = None,
+) -> dict[str, Any]:
+    """admitted_at, preemptions, GPU-seconds used and lost, from the timeline
+    (``events``: the record's (type, at) in time order, if already read)."""
+    if events is None:
+        events = list(record.events.order_by("at", "id").values_list("type", "at"))
     admitted = [at for kind, at in events if kind == EventType.ADMITTED]
     segments = _segments(events, now)
     interval = job.checkpoint_interval_seconds if job.checkpoint_uri else None
@@ -145,6 +159,14 @@ def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
     records: dict[tuple[str, str, str], WorkloadRecord] = {}
     for row in WorkloadRecord.objects.filter(wanted).order_by("created_at", "id"):
         records[(row.job_kind, row.namespace, row.job_name)] = row  # newest wins
+    # Every followed workload's timeline in one query, not one per job per sync.
+    timelines: dict[int, list[tuple[str, datetime]]] = {r.pk: [] for r in records.values()}
+    for workload_id, kind, at in (
+        WorkloadEvent.objects.filter(workload_id__in=list(timelines))
+        .order_by("at", "id")
+        .values_list("workload_id", "type", "at")
+    ):
+        timelines[workload_id].append((kind, at))
     changed = 0
     for job in live:
         key = (job.kind, job.namespace, job.name)
@@ -160,7 +182,7 @@ def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
         state = _state(job, record, phase, gone=obj is None)
         update: dict[str, Any] = {"state": state}
         if record is not None:
-            update |= figures(job, record, now)
+            update |= figures(job, record, now, timelines.get(record.pk))
             update["workload_id"] = record.pk
             update["reason"], update["message"] = record.reason[:64], record.message
         if state == JobState.RUNNING and job.started_at is None:

@@ -127,3 +127,27 @@ def test_a_preempted_job_is_requeued_and_counts_what_it_lost(org: Org) -> None:
     why = org.alice.get(f"{URL}{low}/explain/").json()
     assert why["state"] == "queued" and why["fits_now"] is False
     assert why["explanation"]["status"] == "pending"
+
+
+def test_following_jobs_costs_the_same_queries_for_more_jobs(org: Org) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    cluster = Cluster()
+    t0 = time.time()
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            follow_jobs(cluster.backend)
+        return len(captured)
+
+    cluster.submit(org.alice, name="one", queue="eval-batch", nodes=1)
+    cluster.kueue.tick(t0)
+    sync_workloads(cluster.backend)
+    few = queries()
+    for name in ("two", "three", "four"):
+        cluster.submit(org.alice, name=name, queue="eval-batch", nodes=1)
+    cluster.kueue.tick(t0 + 1)
+    sync_workloads(cluster.backend)
+    follow_jobs(cluster.backend)  # the new jobs' first update
+    assert queries() <= few + 1  # unchanged jobs write nothing; reads do not grow per job
