@@ -63,6 +63,32 @@ BERTH_SYNC_INTERVAL = env.number("BERTH_SYNC_INTERVAL", 30, minimum=5)
 BERTH_NODE_GPUS = env.number("BERTH_NODE_GPUS", 8, minimum=1)
 # Checkpoint interval assumed for jobs that checkpoint but do not say how often.
 BERTH_CHECKPOINT_INTERVAL = env.number("BERTH_CHECKPOINT_INTERVAL", 1800, minimum=60)
+# Approvals (the urgent-release AdmissionCheck): how long a request may wait for a
+# decision before it is rejected as expired, and how soon an approved workload that
+# Kueue evicted must be back (quota reserved again) to keep its approval.
+BERTH_APPROVAL_TIMEOUT = env.number("BERTH_APPROVAL_TIMEOUT", 4 * 60 * 60, minimum=60)
+BERTH_APPROVAL_GRACE = env.number("BERTH_APPROVAL_GRACE", 15 * 60, minimum=0)
+# Seconds between approval controller passes (raise, expire, re-drive decisions).
+BERTH_APPROVAL_INTERVAL = env.number("BERTH_APPROVAL_INTERVAL", 15, minimum=1)
+# Optional Slack-compatible incoming webhook told of every new request.
+BERTH_APPROVAL_WEBHOOK_URL = env.text("BERTH_APPROVAL_WEBHOOK_URL", "").strip()
+if BERTH_APPROVAL_WEBHOOK_URL and not BERTH_APPROVAL_WEBHOOK_URL.startswith(
+    ("http://", "https://")
+):
+    raise ConfigError(
+        f"BERTH_APPROVAL_WEBHOOK_URL={BERTH_APPROVAL_WEBHOOK_URL!r} is not an http(s) URL: "
+        "give the webhook's full URL, e.g. https://hooks.slack.com/services/..., or unset it"
+    )
+# Links in notifications point here (the address people open Berth at).
+BERTH_PUBLIC_URL = env.text("BERTH_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Mail: Django's settings; the console backend (mail printed to the log) by default.
+EMAIL_BACKEND = env.text("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.text("EMAIL_HOST", "localhost")
+EMAIL_PORT = env.number("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env.text("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env.text("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env.flag("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env.text("DEFAULT_FROM_EMAIL", "berth@localhost")
 # Prometheus with the DCGM exporter's metrics, for real GPU utilisation.
 BERTH_PROMETHEUS_URL = env.text("PROMETHEUS_URL", "").strip()
 if BERTH_PROMETHEUS_URL and not BERTH_PROMETHEUS_URL.startswith(("http://", "https://")):
@@ -287,6 +313,11 @@ CELERY_BEAT_SCHEDULE = {
     # Workload list sync and queue/capacity snapshots; `manage.py sync_watch`
     # adds a watch for changes within seconds.
     "sync-cluster": {"task": "jobs.tasks.sync_cluster", "schedule": BERTH_SYNC_INTERVAL},
+    # The approval controller: raise requests, expire them, re-drive decisions.
+    "drive-approvals": {
+        "task": "jobs.tasks.drive_approvals",
+        "schedule": BERTH_APPROVAL_INTERVAL,
+    },
     # Jobs whose create or delete task was lost: queue it again.
     "sweep-jobs": {"task": "jobs.tasks.sweep_jobs", "schedule": 60},
 }

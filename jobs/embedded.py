@@ -1,7 +1,7 @@
 """The embedded mode's background loop. With no broker there are no Celery
 workers or beat, so one thread next to the web server does their periodic
 work: reconcile the policy when it changed (and every interval anyway), step
-the simulated cluster, and sync what it did into Postgres."""
+the simulated cluster, sync what it did into Postgres, and answer approvals."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections
 
+from jobs.approvals.controller import drive_approvals
 from jobs.follow import follow_jobs
 from jobs.forecast import refresh_pending_forecasts
 from jobs.snapshots import snapshot_cluster, sync_queue_status
@@ -42,6 +43,7 @@ class EmbeddedLoop(threading.Thread):
         sync_workloads(backend)
         sync_queue_status(backend)
         follow_jobs(backend)
+        drive_approvals(backend)
         if time.monotonic() - self.last_snapshot > settings.BERTH_SYNC_INTERVAL:
             snapshot_cluster(backend)
             self.last_snapshot = time.monotonic()

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import Count, Max, QuerySet
 
 from accounts.roles import is_platform_admin
-from jobs.models import JobRequest, QueueSnapshot, WorkloadRecord, WorkloadState
+from jobs.models import ApprovalEvent, JobRequest, QueueSnapshot, WorkloadRecord, WorkloadState
 from queues.selectors import team_ids_of
 
 GPU = "nvidia.com/gpu"
@@ -47,7 +47,8 @@ def jobs_for(user: Any) -> QuerySet[JobRequest]:
 
 
 def timeline(job: JobRequest) -> list[dict[str, Any]]:
-    """Berth's own steps (submitted, created, cancelled) and the workload's events."""
+    """Berth's own steps (submitted, created, approvals, cancelled) and the
+    workload's events."""
     steps: list[dict[str, Any]] = [
         {"type": "submitted", "at": job.submitted_at, "reason": "", "message": "", "details": {}}
     ]
@@ -64,6 +65,23 @@ def timeline(job: JobRequest) -> list[dict[str, Any]]:
     if job.workload is not None:
         events = job.workload.events.order_by("at", "id")
         steps.extend(dict(e) for e in events.values("type", "at", "reason", "message", "details"))
+    for event in (
+        ApprovalEvent.objects.filter(request__job=job)
+        .select_related("actor", "request")
+        .order_by("at", "id")
+    ):
+        steps.append(
+            {
+                "type": f"approval-{event.action}",
+                "at": event.at,
+                "reason": event.request.state,
+                "message": event.message,
+                "details": {
+                    "approval_id": event.request_id,
+                    "actor": event.actor.get_username() if event.actor else None,
+                },
+            }
+        )
     if job.cancelled_at:
         steps.append(
             {

@@ -38,7 +38,7 @@ GPU = "nvidia.com/gpu"
 PREEMPTOR_UID = re.compile(r"accommodate a workload \(UID: ([^,)\s]+)")
 
 
-def _time(text: str | None) -> datetime | None:
+def parse_time(text: str | None) -> datetime | None:
     if not text:
         return None
     parsed = parse_datetime(text)
@@ -147,11 +147,11 @@ _RANK: dict[str, int] = {
 def events_of(workload: Mapping[str, Any]) -> list[tuple[str, datetime, str, str, dict[str, Any]]]:
     """(type, at, reason, message, details) for every transition visible now."""
     found: list[tuple[str, datetime, str, str, dict[str, Any]]] = []
-    created = _time(workload.get("metadata", {}).get("creationTimestamp"))
+    created = parse_time(workload.get("metadata", {}).get("creationTimestamp"))
     if created:
         found.append((EventType.CREATED, created, "", "", {}))
     for condition in workload.get("status", {}).get("conditions", []):
-        at = _time(condition.get("lastTransitionTime"))
+        at = parse_time(condition.get("lastTransitionTime"))
         if at is None:
             continue
         key = (condition.get("type"), condition.get("status"))
@@ -175,7 +175,7 @@ def events_of(workload: Mapping[str, Any]) -> list[tuple[str, datetime, str, str
                 (_CONDITION_EVENTS[key], at, condition.get("reason", ""), message, details)
             )
     for check in workload.get("status", {}).get("admissionChecks", []):
-        at = _time(check.get("lastTransitionTime"))
+        at = parse_time(check.get("lastTransitionTime"))
         if at is not None:
             found.append(
                 (
@@ -226,14 +226,23 @@ def upsert_workload(
         "requested": totals,
         "pod_sets": pod_sets,
         "flavors": flavors,
+        "admission_checks": {
+            str(c.get("name")): {
+                "state": c.get("state", ""),
+                "lastTransitionTime": c.get("lastTransitionTime", ""),
+                "message": c.get("message", ""),
+            }
+            for c in status.get("admissionChecks") or []
+            if c.get("name")
+        },
         "state": state,
         "reason": reason[:64],
         "message": message,
-        "created_at": _time(metadata.get("creationTimestamp")) or timezone.now(),
-        "admitted_at": _time(conditions.get("Admitted", {}).get("lastTransitionTime"))
+        "created_at": parse_time(metadata.get("creationTimestamp")) or timezone.now(),
+        "admitted_at": parse_time(conditions.get("Admitted", {}).get("lastTransitionTime"))
         if state in (WorkloadState.ADMITTED, WorkloadState.FINISHED, WorkloadState.FAILED)
         else None,
-        "finished_at": _time(conditions.get("Finished", {}).get("lastTransitionTime"))
+        "finished_at": parse_time(conditions.get("Finished", {}).get("lastTransitionTime"))
         if state in (WorkloadState.FINISHED, WorkloadState.FAILED)
         else None,
         "resource_version": str(metadata.get("resourceVersion", "")),

@@ -11,6 +11,8 @@ from typing import Any
 
 from celery import shared_task
 
+from jobs.approvals.apply import apply_decision
+from jobs.approvals.controller import drive_approvals as drive_approvals_once
 from jobs.follow import follow_jobs
 from jobs.forecast import refresh_pending_forecasts
 from jobs.services import create_on_cluster, delete_from_cluster, stuck_jobs
@@ -86,3 +88,21 @@ def run_whatif(run_id: int) -> str:
     """Replay a what-if run's workloads under today's policy and the proposal;
     a run already claimed (a redelivery) is left alone."""
     return execute_whatif(run_id)
+
+
+@shared_task(name="jobs.tasks.drive_approvals", acks_late=True)
+def drive_approvals() -> dict[str, int]:
+    """One approval controller pass: raise, notify, expire, re-drive decisions."""
+    return drive_approvals_once(get_backend())
+
+
+@shared_task(name="jobs.tasks.apply_approval", bind=True, acks_late=True, max_retries=5)
+def apply_approval(self: Any, request_id: int) -> str:
+    """Write one decision to its Workload (queued when it is taken); the
+    periodic pass re-drives it if this task is lost."""
+    try:
+        return apply_decision(get_backend(), request_id)
+    except BackendError as exc:
+        if not exc.transient:
+            raise
+        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc

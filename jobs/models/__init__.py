@@ -2,6 +2,13 @@
 (``requests``) and what the cluster did with them (``workloads``, written by
 sync only)."""
 
+from jobs.models.approvals import (
+    DECIDED_STATES,
+    ApprovalAction,
+    ApprovalEvent,
+    ApprovalRequest,
+    ApprovalState,
+)
 from jobs.models.requests import JobKind, JobRequest, JobState
 from jobs.models.rollups import (
     BUCKET_FIELDS,
@@ -27,7 +34,12 @@ from jobs.models.workloads import (
 
 __all__ = [
     "BUCKET_FIELDS",
+    "DECIDED_STATES",
     "WAIT_BUCKETS",
+    "ApprovalAction",
+    "ApprovalEvent",
+    "ApprovalRequest",
+    "ApprovalState",
     "BorrowingRollup",
     "CapacitySnapshot",
     "EventType",

@@ -30,7 +30,7 @@ class JobState(models.TextChoices):
     FAILED = "failed"
     CANCELLING = "cancelling", "Cancelling (being deleted from the cluster)"
     CANCELLED = "cancelled"
-    REJECTED = "rejected", "Rejected by the cluster (never created)"
+    REJECTED = "rejected", "Rejected (by the cluster, or by its approver)"
 
 
 TERMINAL_STATES = frozenset(

@@ -39,6 +39,9 @@ class WorkloadRecord(models.Model):
     pod_sets = models.JSONField(default=list)
     # {podSet: {resource: flavor}} while it holds quota
     flavors = models.JSONField(default=dict, blank=True)
+    # {check name: {"state", "lastTransitionTime", "message"}} as the Workload's
+    # status.admissionChecks last showed them; the approval controller reads it.
+    admission_checks = models.JSONField(default=dict, blank=True)
     state = models.CharField(
         max_length=16, choices=WorkloadState.choices, default=WorkloadState.PENDING, db_index=True
     )

@@ -1,0 +1,114 @@
+"""Writing decisions to the cluster, as a Kueue AdmissionCheck controller does:
+server-side apply of Berth's own ``status.admissionChecks`` entry through the
+Workload's status subresource (field manager ``berth``, conflicts forced on that
+entry). Safe to repeat: a decision already visible is only marked applied."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from jobs.approvals.audit import record
+from jobs.approvals.status import (
+    CHECK_NAME,
+    active_condition,
+    check_of,
+    check_status_patch,
+    is_active,
+)
+from jobs.models import ApprovalAction, ApprovalRequest, ApprovalState
+from queues.backends.base import TYPES, BackendError, ClusterBackend
+
+log = logging.getLogger(__name__)
+WORKLOAD = TYPES["Workload"]
+ADMISSION_CHECK = TYPES["AdmissionCheck"]
+
+
+def _duration(seconds: float) -> str:
+    delta = timedelta(seconds=int(seconds))
+    hours, rest = divmod(int(delta.total_seconds()), 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m"
+
+
+def desired_check(request: ApprovalRequest) -> tuple[str, str]:
+    """(state, message) the Workload's check should show for a decided request."""
+    who = request.decided_by.get_username() if request.decided_by else "Berth"
+    if request.state == ApprovalState.APPROVED:
+        if request.reapproval_of_id:
+            return "Ready", f"Re-approved by Berth: {request.comment}"
+        text = f"Approved by {who} (approval #{request.pk})"
+        return "Ready", f"{text}: {request.comment}" if request.comment else text
+    if request.state == ApprovalState.EXPIRED:
+        waited = _duration(settings.BERTH_APPROVAL_TIMEOUT)
+        return "Rejected", (
+            f"Rejected (expired): nobody decided approval #{request.pk} within {waited}"
+        )
+    return "Rejected", f"Rejected by {who} (approval #{request.pk}): {request.comment}"
+
+
+def _mark_applied(request: ApprovalRequest, now: datetime, message: str) -> bool:
+    changed = ApprovalRequest.objects.filter(pk=request.pk, applied_at__isnull=True).update(
+        applied_at=now
+    )
+    if changed:
+        record(request, ApprovalAction.APPLIED, message=message, at=now)
+    return bool(changed)
+
+
+def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | None = None) -> str:
+    """Write request ``request_id``'s decision to its Workload. Returns what
+    happened: ``applied``, ``already`` (the Workload shows it), ``gone`` (the
+    Workload left or is another one now), ``undecided`` or ``done``. Transient
+    cluster errors are raised for the caller to retry; they are audited once."""
+    now = now or timezone.now()
+    request = ApprovalRequest.objects.select_related("decided_by").get(pk=request_id)
+    if request.applied_at is not None:
+        return "done"
+    if not request.is_decided:
+        return "undecided"
+    state, message = desired_check(request)
+    try:
+        workload = backend.get(WORKLOAD, request.workload_name, request.namespace)
+        if workload is None or workload["metadata"].get("uid") != request.workload_uid:
+            _mark_applied(request, now, "the Workload is gone; nothing to write")
+            return "gone"
+        entry = check_of(workload)
+        if entry is not None and entry.get("state") == state:
+            _mark_applied(request, now, f"the Workload already shows {CHECK_NAME} {state}")
+            return "already"
+        backend.patch_status(
+            WORKLOAD,
+            request.workload_name,
+            request.namespace,
+            check_status_patch(state, message, now),
+        )
+    except BackendError as exc:
+        ApprovalRequest.objects.filter(pk=request.pk).update(
+            apply_attempts=request.apply_attempts + 1
+        )
+        if request.apply_attempts == 0:
+            record(request, ApprovalAction.APPLY_FAILED, message=str(exc), at=now)
+        log.warning("approval #%s: writing %s to the Workload failed: %s", request.pk, state, exc)
+        raise
+    _mark_applied(request, now, f"{CHECK_NAME} set to {state}: {message}")
+    return "applied"
+
+
+def keep_check_active(backend: ClusterBackend, now: datetime | None = None) -> bool:
+    """Set the AdmissionCheck's Active condition True when it is not (Kueue
+    treats a check nobody answers as inactive and stops the queues using it).
+    Returns whether it wrote. No AdmissionCheck (no gated queue): nothing to do."""
+    check = backend.get(ADMISSION_CHECK, CHECK_NAME)
+    if check is None or is_active(check):
+        return False
+    generation = int((check.get("metadata") or {}).get("generation") or 1)
+    backend.patch_status(
+        ADMISSION_CHECK,
+        CHECK_NAME,
+        None,
+        {"conditions": [active_condition(generation, now or timezone.now())]},
+    )
+    return True

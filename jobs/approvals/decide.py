@@ -1,0 +1,95 @@
+"""Deciding a request: once, by an approver, compare-and-set.
+
+Two approvers pressing at the same moment both reach the ``UPDATE ... WHERE
+state = 'pending'``; one row changes, and the other is told who decided. The
+decision is committed before anything touches the cluster; writing it to the
+Workload is the apply task's job (and the controller's re-drive, if that task
+is lost)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.approvals.access import check_may_decide
+from jobs.approvals.audit import record
+from jobs.models import ApprovalAction, ApprovalRequest, ApprovalState
+from queues.errors import PolicyConflict, PolicyInvalid
+
+MAX_COMMENT = 4000
+
+
+class AlreadyDecided(PolicyConflict):
+    """Someone else decided first (or the request expired or was withdrawn)."""
+
+
+def _who(request: ApprovalRequest) -> str:
+    if request.decided_by is not None:
+        return request.decided_by.get_username()
+    return "Berth" if request.state != ApprovalState.WITHDRAWN else "nobody"
+
+
+def already_decided(request: ApprovalRequest) -> AlreadyDecided:
+    when = request.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.decided_at else ""
+    message = f"approval #{request.pk} is already {request.state}"
+    if request.state in (ApprovalState.APPROVED, ApprovalState.REJECTED):
+        message += f" by {_who(request)}"
+    if when:
+        message += f" at {when}"
+    if request.comment:
+        message += f": {request.comment}"
+    return AlreadyDecided(
+        message,
+        "already-decided",
+        {"state": [request.state], "decided_by": [_who(request)] if request.decided_by else []},
+    )
+
+
+def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> ApprovalRequest:
+    """Approve or reject request ``request_id`` as ``user``.
+
+    Raises NotAllowed (the requester, or not an approver for the queue),
+    PolicyInvalid (a rejection without a reason, a comment too long) or
+    AlreadyDecided; none of them changes anything."""
+    field = "comment" if approve else "reason"
+    text = (comment or "").strip()
+    request = ApprovalRequest.objects.select_related("decided_by").get(pk=request_id)
+    check_may_decide(user, request)
+    if not approve and not text:
+        raise PolicyInvalid.single(
+            "reason", "required", "a reason is required to reject: say why it may not run"
+        )
+    if len(text) > MAX_COMMENT:
+        raise PolicyInvalid.single(
+            field, "max-length", f"at most {MAX_COMMENT} characters (got {len(text)})"
+        )
+    if request.state != ApprovalState.PENDING:
+        raise already_decided(request)
+    state = ApprovalState.APPROVED if approve else ApprovalState.REJECTED
+    now = timezone.now()
+    with transaction.atomic():
+        changed = ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
+            state=state, decided_by=user, decided_at=now, comment=text
+        )
+        if not changed:
+            raise already_decided(
+                ApprovalRequest.objects.select_related("decided_by").get(pk=request.pk)
+            )
+        request.refresh_from_db()
+        record(
+            request,
+            ApprovalAction.APPROVED if approve else ApprovalAction.REJECTED,
+            actor=user,
+            message=text,
+            at=now,
+        )
+        transaction.on_commit(lambda: _queue_apply(request.pk))
+    return request
+
+
+def _queue_apply(request_id: int) -> None:
+    from jobs.tasks import apply_approval  # the task module imports the controller
+
+    apply_approval.delay(request_id)

@@ -1,0 +1,225 @@
+"""The controller's view of requests over time: raise one when Kueue sets the
+check Pending on a reserved Workload, re-approve a workload that comes back
+within the grace window after an eviction, withdraw requests whose workload
+left, and expire those nobody decided in time. Each step reads what sync
+recorded and is safe to run twice or concurrently (unique constraints, CAS)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from jobs.approvals.audit import record
+from jobs.approvals.impact import impact_preview
+from jobs.approvals.status import CHECK_NAME
+from jobs.models import (
+    ApprovalAction,
+    ApprovalRequest,
+    ApprovalState,
+    EventType,
+    JobRequest,
+    WorkloadEvent,
+    WorkloadRecord,
+    WorkloadState,
+)
+from jobs.sync import parse_time
+from queues.models import ClusterQueue
+
+log = logging.getLogger(__name__)
+GONE = (
+    WorkloadState.FINISHED,
+    WorkloadState.FAILED,
+    WorkloadState.DELETED,
+    WorkloadState.DEACTIVATED,
+)
+
+
+def gated_queues() -> list[str]:
+    """ClusterQueues whose class requires approval (they carry the check)."""
+    return list(
+        ClusterQueue.objects.filter(queue_class__requires_approval=True).values_list(
+            "name", flat=True
+        )
+    )
+
+
+def waiting_for_approval() -> Iterator[WorkloadRecord]:
+    """Reserved workloads in gated queues whose check sync saw Pending."""
+    return (
+        WorkloadRecord.objects.filter(
+            cluster_queue__in=gated_queues(), state=WorkloadState.QUOTA_RESERVED
+        )
+        .filter(**{f"admission_checks__{CHECK_NAME}__state": "Pending"})
+        .select_related("team")
+        .order_by("created_at", "id")
+        .iterator()
+    )
+
+
+def _job_of(record: WorkloadRecord) -> JobRequest | None:
+    return (
+        JobRequest.objects.filter(
+            namespace=record.namespace, kind=record.job_kind, name=record.job_name
+        )
+        .select_related("submitted_by")
+        .order_by("-submitted_at")
+        .first()
+    )
+
+
+def _returned_at(record: WorkloadRecord, since: datetime) -> datetime | None:
+    """When quota was reserved again after ``since`` (sync's event)."""
+    return (
+        WorkloadEvent.objects.filter(workload=record, type=EventType.QUOTA_RESERVED, at__gte=since)
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )
+
+
+def _create(
+    workload: WorkloadRecord,
+    now: datetime,
+    *,
+    attempt: int,
+    pending_since: datetime | None,
+    reapproval_of: ApprovalRequest | None = None,
+) -> ApprovalRequest | None:
+    """The next request for ``workload``; None if another controller made it."""
+    job = _job_of(workload)
+    fields = {
+        "workload_uid": workload.uid,
+        "namespace": workload.namespace,
+        "workload_name": workload.name,
+        "cluster_queue": workload.cluster_queue,
+        "local_queue": workload.local_queue,
+        "attempt": attempt,
+        "job": job,
+        "team": workload.team,
+        "requester": job.submitted_by if job else None,
+        "requested": workload.requested,
+        "gpus": workload.gpus,
+        "priority": workload.priority,
+        "priority_class": workload.priority_class,
+        "justification": job.justification if job else "",
+        "check_pending_since": pending_since,
+        "created_at": now,
+        "expires_at": now + timedelta(seconds=settings.BERTH_APPROVAL_TIMEOUT),
+    }
+    if reapproval_of is not None:
+        minutes = settings.BERTH_APPROVAL_GRACE // 60
+        fields |= {
+            "state": ApprovalState.APPROVED,
+            "decided_at": now,
+            "reapproval_of": reapproval_of,
+            "impact": reapproval_of.impact,
+            "comment": f"back within the {minutes}-minute grace window after its eviction; "
+            f"approval #{reapproval_of.pk} stands",
+        }
+    else:
+        fields["impact"] = impact_preview(workload, now)
+    try:
+        with transaction.atomic():
+            request = ApprovalRequest.objects.create(**fields)
+            if reapproval_of is not None:
+                record(request, ApprovalAction.REAPPROVED, message=fields["comment"], at=now)
+            else:
+                record(
+                    request,
+                    ApprovalAction.REQUESTED,
+                    actor=fields["requester"],
+                    message=fields["impact"]["summary"],
+                    at=now,
+                )
+    except IntegrityError:
+        return None  # raised a moment ago by another pass
+    return request
+
+
+def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalRequest]]:
+    """(new pending requests to notify about, re-approved ones to apply)."""
+    raised: list[ApprovalRequest] = []
+    reapproved: list[ApprovalRequest] = []
+    for workload in waiting_for_approval():
+        check = workload.admission_checks.get(CHECK_NAME, {})
+        pending_since = parse_time(check.get("lastTransitionTime"))
+        latest = (
+            ApprovalRequest.objects.filter(workload_uid=workload.uid).order_by("-attempt").first()
+        )
+        if latest is None:
+            if created := _create(workload, now, attempt=1, pending_since=pending_since):
+                raised.append(created)
+            continue
+        if latest.state == ApprovalState.PENDING:
+            continue
+        if latest.is_decided and latest.applied_at is None:
+            continue  # the decision is still being written; the re-drive does it
+        # A Pending check after the decision was on the Workload: Kueue reset it
+        # (an eviction) or someone re-activated a rejected workload.
+        baseline = latest.applied_at or latest.decided_at or latest.created_at
+        if pending_since is not None and pending_since < baseline - timedelta(seconds=1):
+            continue  # an old Pending that sync has not seen replaced yet
+        if latest.state == ApprovalState.APPROVED and pending_since is not None:
+            back = _returned_at(workload, pending_since) or now
+            if (back - pending_since).total_seconds() <= settings.BERTH_APPROVAL_GRACE:
+                origin = latest.reapproval_of or latest
+                if created := _create(
+                    workload,
+                    now,
+                    attempt=latest.attempt + 1,
+                    pending_since=pending_since,
+                    reapproval_of=origin,
+                ):
+                    reapproved.append(created)
+                continue
+        if created := _create(
+            workload, now, attempt=latest.attempt + 1, pending_since=pending_since
+        ):
+            raised.append(created)
+    return raised, reapproved
+
+
+def withdraw_requests(now: datetime) -> int:
+    """Pending requests whose workload finished, was deleted or deactivated."""
+    gone = WorkloadRecord.objects.filter(state__in=GONE).values("uid")
+    withdrawn = 0
+    for request in ApprovalRequest.objects.filter(
+        state=ApprovalState.PENDING, workload_uid__in=gone
+    ):
+        if ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
+            state=ApprovalState.WITHDRAWN, decided_at=now
+        ):
+            record(
+                request,
+                ApprovalAction.WITHDRAWN,
+                message="the workload left the cluster (finished, deleted or deactivated) "
+                "before anyone decided",
+                at=now,
+            )
+            withdrawn += 1
+    return withdrawn
+
+
+def expire_requests(now: datetime) -> list[int]:
+    """Pending requests past their deadline become ``expired`` (a rejection)."""
+    expired = []
+    for request in ApprovalRequest.objects.filter(
+        Q(state=ApprovalState.PENDING), Q(expires_at__lte=now)
+    ):
+        if ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
+            state=ApprovalState.EXPIRED, decided_at=now, comment="expired"
+        ):
+            waited = round((now - request.created_at).total_seconds() / 60)
+            record(
+                request,
+                ApprovalAction.EXPIRED,
+                message=f"expired: nobody decided within {waited} minutes",
+                at=now,
+            )
+            expired.append(request.pk)
+    return expired
