@@ -16,6 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import (
+    ApprovalRequest,
+    ApprovalState,
     EventType,
     JobRequest,
     JobState,
@@ -124,7 +126,16 @@ def _state(job: JobRequest, record: WorkloadRecord | None, phase: str, gone: boo
         return JobState.FAILED if gone else JobState(job.state)
     if state == JobState.ADMITTED and phase == "running":
         return JobState.RUNNING
+    if record.state == WorkloadState.DEACTIVATED and _approval_refused(record):
+        return JobState.REJECTED
     return state or JobState(job.state)
+
+
+def _approval_refused(record: WorkloadRecord) -> bool:
+    """Deactivated because its approval was rejected (or expired)."""
+    return ApprovalRequest.objects.filter(
+        workload_uid=record.uid, state__in=[ApprovalState.REJECTED, ApprovalState.EXPIRED]
+    ).exists()
 
 
 def _job_objects(backend: ClusterBackend) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -23,6 +23,7 @@ from jobs.models import (
     ApprovalState,
     EventType,
     JobRequest,
+    JobState,
     WorkloadEvent,
     WorkloadRecord,
     WorkloadState,
@@ -159,12 +160,12 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
             continue
         if latest.is_decided and latest.applied_at is None:
             continue  # the decision is still being written; the re-drive does it
-        # A Pending check after the decision was on the Workload: Kueue reset it
-        # (an eviction) or someone re-activated a rejected workload.
-        baseline = latest.applied_at or latest.decided_at or latest.created_at
-        if pending_since is not None and pending_since < baseline - timedelta(seconds=1):
-            continue  # an old Pending that sync has not seen replaced yet
-        if latest.state == ApprovalState.APPROVED and pending_since is not None:
+        # The Pending that raised the latest request, seen again before sync
+        # caught up with the decision: nothing new. Another Pending time means
+        # Kueue reset the check (an eviction) or a rejected workload came back.
+        if pending_since is None or pending_since == latest.check_pending_since:
+            continue
+        if latest.state == ApprovalState.APPROVED:
             back = _returned_at(workload, pending_since) or now
             if (back - pending_since).total_seconds() <= settings.BERTH_APPROVAL_GRACE:
                 origin = latest.reapproval_of or latest
@@ -185,11 +186,12 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
 
 
 def withdraw_requests(now: datetime) -> int:
-    """Pending requests whose workload finished, was deleted or deactivated."""
+    """Pending requests whose workload finished, was deleted or deactivated, or
+    whose job was cancelled."""
     gone = WorkloadRecord.objects.filter(state__in=GONE).values("uid")
     withdrawn = 0
-    for request in ApprovalRequest.objects.filter(
-        state=ApprovalState.PENDING, workload_uid__in=gone
+    for request in ApprovalRequest.objects.filter(state=ApprovalState.PENDING).filter(
+        Q(workload_uid__in=gone) | Q(job__state__in=[JobState.CANCELLING, JobState.CANCELLED])
     ):
         if ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
             state=ApprovalState.WITHDRAWN, decided_at=now
@@ -197,8 +199,8 @@ def withdraw_requests(now: datetime) -> int:
             record(
                 request,
                 ApprovalAction.WITHDRAWN,
-                message="the workload left the cluster (finished, deleted or deactivated) "
-                "before anyone decided",
+                message="the job was cancelled, or its workload left the cluster (finished, "
+                "deleted or deactivated), before anyone decided",
                 at=now,
             )
             withdrawn += 1

@@ -257,7 +257,7 @@ class SimulatedBackend:
             if row is None:
                 raise BackendError(f"{rtype.kind} {name} not found", status=404)
             body = dict(row.body)
-            body["status"] = {**(body.get("status") or {}), **dict(status)}
+            body["status"] = merge_status(body.get("status") or {}, status)
             return self._store(row, body, created=False)
 
     # ----------------------------------------------------------------- watch
@@ -300,6 +300,30 @@ class SimulatedBackend:
         newest = SimulatedEvent.objects.aggregate(v=Max("id"))["v"] or 0
         deleted, _ = SimulatedEvent.objects.filter(id__lte=newest - keep).delete()
         return deleted
+
+
+# Status lists the API server merges by key under server-side apply
+# (x-kubernetes-list-type: map in the CRDs); other lists are replaced whole.
+LIST_MAP_KEYS = {"admissionChecks": "name", "conditions": "type"}
+
+
+def merge_status(current: Mapping[str, Any], applied: Mapping[str, Any]) -> dict[str, Any]:
+    """``applied`` over ``current`` as a status apply would: top-level fields
+    replaced, list-map entries merged by their key (others' entries kept)."""
+    merged = dict(current)
+    for name, value in applied.items():
+        key = LIST_MAP_KEYS.get(name)
+        if key is None or not isinstance(value, list):
+            merged[name] = value
+            continue
+        entries = {e.get(key): e for e in current.get(name) or [] if isinstance(e, dict)}
+        order = list(entries)
+        for entry in value:
+            if entry.get(key) not in entries:
+                order.append(entry.get(key))
+            entries[entry.get(key)] = dict(entry)
+        merged[name] = [entries[k] for k in order]
+    return merged
 
 
 def _selector(text: str | None) -> list[tuple[str, str, str | None]]:

@@ -249,6 +249,7 @@ class SimulatedKueue:
         }
         scheduler = Scheduler(policy, now=now)
         finished_now: list[dict[str, Any]] = []
+        answered: list[tuple[dict[str, Any], Workload]] = []
         for (namespace, _name), obj in sorted(stored.items()):
             if _finished(obj):
                 continue
@@ -274,6 +275,10 @@ class SimulatedKueue:
                     continue
             if workload.active:
                 scheduler.add(workload)
+                if workload.admission is not None and workload.check_states:
+                    answered.append((obj, workload))
+        for obj, workload in answered:
+            self._answer_checks(scheduler, obj, workload, now)
         for obj in finished_now:
             self._finish(obj, now)
             result.finished.append(_key(obj))
@@ -357,10 +362,7 @@ class SimulatedKueue:
                 body, condition("Evicted", False, "QuotaReserved", "Previously: evicted", now)
             )
         if workload.check_states:
-            status["admissionChecks"] = [
-                {"name": name, "state": state.value, "lastTransitionTime": iso(now), "message": ""}
-                for name, state in sorted(workload.check_states.items())
-            ]
+            status["admissionChecks"] = _reset_checks(status, workload.check_states, now)
         if workload.is_admitted:
             set_condition(
                 body, condition("Admitted", True, "Admitted", "The workload is admitted", now)
@@ -368,6 +370,48 @@ class SimulatedKueue:
             body["metadata"].setdefault("annotations", {})[STARTED] = iso(now)
             self._set_job_suspended(body, False, now)
         self.backend.replace(body)
+
+    def _answer_checks(
+        self, scheduler: Scheduler, obj: Mapping[str, Any], workload: Workload, now: float
+    ) -> None:
+        """What Kueue's workload controller does once check controllers answered:
+        every check Ready admits (and unsuspends the job); a Rejected check
+        deactivates the workload and releases its quota; Retry evicts and
+        requeues it."""
+        states = set(workload.check_states.values())
+        admitted = _true(obj, "Admitted")
+        if workload.is_admitted and not admitted:
+            body = self._refresh(obj)
+            set_condition(
+                body, condition("Admitted", True, "Admitted", "The workload is admitted", now)
+            )
+            body["metadata"].setdefault("annotations", {})[STARTED] = iso(now)
+            self.backend.replace(body)
+            self._set_job_suspended(body, False, now)
+        elif CheckState.REJECTED in states or CheckState.RETRY in states:
+            scheduler.reconcile_checks(workload.key)
+            pending = scheduler.status.get(workload.key)
+            message = pending.message if pending else "AdmissionCheck answered"
+            if CheckState.REJECTED in states:
+                self._deactivate(obj, message, now)
+            else:
+                self._evict(obj, "AdmissionCheck", message, now)
+
+    def _deactivate(self, obj: Mapping[str, Any], message: str, now: float) -> None:
+        body = self._refresh(obj)
+        body["spec"]["active"] = False
+        status = body.setdefault("status", {})
+        status.pop("admission", None)
+        set_condition(
+            body, condition("Evicted", True, "DeactivatedDueToAdmissionCheck", message, now)
+        )
+        set_condition(body, condition("QuotaReserved", False, "Inactive", message, now))
+        set_condition(
+            body,
+            condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
+        )
+        self.backend.replace(body)
+        self._set_job_suspended(body, True, now)
 
     def _evict(self, obj: Mapping[str, Any], reason: str, message: str, now: float) -> None:
         body = self._refresh(obj)
@@ -378,7 +422,11 @@ class SimulatedKueue:
         annotations[DONE] = str(int(progress // interval * interval) if interval else 0)
         status = body.setdefault("status", {})
         status.pop("admission", None)
-        status.pop("admissionChecks", None)
+        # Kueue keeps the checks and resets them to Pending: asked again next time.
+        if status.get("admissionChecks"):
+            status["admissionChecks"] = _reset_checks(
+                status, {c["name"]: CheckState.PENDING for c in status["admissionChecks"]}, now
+            )
         set_condition(body, condition("Evicted", True, "Preempted", message, now))
         set_condition(body, condition("Preempted", True, reason, message, now))
         set_condition(body, condition("QuotaReserved", False, "Pending", message, now))
@@ -482,6 +530,31 @@ class SimulatedKueue:
                 body = copy.deepcopy(queue)
                 body["status"] = {**(queue.get("status") or {}), **status}
                 self.backend.replace(body)
+
+
+def _true(obj: Mapping[str, Any], kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions", [])
+    )
+
+
+def _reset_checks(
+    status: Mapping[str, Any], states: Mapping[str, CheckState], now: float
+) -> list[dict[str, Any]]:
+    """The check list with ``states``; an entry whose state is unchanged keeps
+    its time and message (what its controller wrote), as in Kueue."""
+    current = {c["name"]: c for c in status.get("admissionChecks") or []}
+    checks = []
+    for name, state in sorted(states.items()):
+        entry = current.get(name)
+        if entry is not None and entry.get("state") == state.value:
+            checks.append(dict(entry))
+        else:
+            checks.append(
+                {"name": name, "state": state.value, "lastTransitionTime": iso(now), "message": ""}
+            )
+    return checks
 
 
 def _key(obj: Mapping[str, Any]) -> str:
