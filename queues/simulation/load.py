@@ -17,6 +17,10 @@ GPU = "nvidia.com/gpu"
 # Jobs per simulated hour, per team namespace: enough to keep a 64-GPU demo busy.
 JOBS_PER_HOUR = 6.0
 GPU_CHOICES = ([1, 2, 4, 8, 16], [50, 20, 15, 10, 5])
+# A few arrivals go to the shared urgent-release queue, so the demo's approvers
+# have requests to decide.
+URGENT_SHARE = 0.02
+URGENT_QUEUE = "urgent-release"
 MEDIAN_RUNTIME, MEAN_RUNTIME = 900.0, 3600.0
 
 
@@ -89,12 +93,14 @@ def generate(
         if n["metadata"].get("labels", {}).get(TEAM_LABEL)
     ]
     queues: dict[str, list[str]] = {}
+    urgent: set[str] = set()
     for queue in backend.list(TYPES["LocalQueue"])[0]:
+        namespace, name = queue["metadata"]["namespace"], queue["metadata"]["name"]
+        if name == URGENT_QUEUE:
+            urgent.add(namespace)
         # The team's own queue, not the shared urgent one (which needs approval).
-        if queue["spec"]["clusterQueue"] == queue["metadata"]["name"] and (
-            queue["metadata"]["name"] != "urgent-release"
-        ):
-            queues.setdefault(queue["metadata"]["namespace"], []).append(queue["metadata"]["name"])
+        elif queue["spec"]["clusterQueue"] == name:
+            queues.setdefault(namespace, []).append(name)
     created = 0
     expected = JOBS_PER_HOUR * elapsed / 3600.0
     for namespace in sorted(namespaces):
@@ -104,7 +110,10 @@ def generate(
         for _ in range(arrivals):
             gpus = rng.choices(*GPU_CHOICES)[0]
             name = f"demo-{int(now)}-{rng.randrange(16**6):06x}"
-            backend.create(job(namespace, name, sorted(queues[namespace])[0], gpus, _runtime(rng)))
+            queue = sorted(queues[namespace])[0]
+            if namespace in urgent and rng.random() < URGENT_SHARE:
+                queue = URGENT_QUEUE
+            backend.create(job(namespace, name, queue, gpus, _runtime(rng)))
             created += 1
     return created
 

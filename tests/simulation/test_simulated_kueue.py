@@ -242,6 +242,29 @@ def test_the_load_generator_submits_to_team_queues(db: Any) -> None:
     assert all(j["spec"]["suspend"] is True for j in jobs)
 
 
+def test_the_load_generator_sends_a_few_jobs_to_the_urgent_queue(db: Any) -> None:
+    backend = SimulatedBackend()
+    for obj in kueue_objects():
+        if obj["kind"] == "Namespace":
+            obj["metadata"]["labels"] = {"berth.dev/team": "team-a"}
+        if obj["kind"] == "LocalQueue":
+            obj["metadata"]["name"] = "team-a"
+        backend.create(obj)
+    urgent = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "urgent-release", "namespace": "team-a"},
+        "spec": {"clusterQueue": "urgent"},
+    }
+    backend.create(urgent)
+    created = generate(backend, time.time(), 10 * 36000, random.Random(7))
+    queues = [
+        j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] for j in backend.list(TYPES["Job"])[0]
+    ]
+    assert len(queues) == created and "urgent-release" in queues
+    assert queues.count("urgent-release") < queues.count("team-a") / 10
+
+
 def test_step_adds_nodes_and_ticks_and_skips_while_another_step_runs(
     backend: SimulatedBackend, settings: Any
 ) -> None:
