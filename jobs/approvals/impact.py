@@ -24,15 +24,14 @@ from typing import Any
 
 from django.conf import settings
 
-from jobs.cluster_state import cluster_state
+from jobs.cluster_state import ClusterState, cluster_state
 from jobs.models import EventType, JobRequest, WorkloadEvent, WorkloadRecord
 from queues.engine.scheduler import Scheduler
 
 
-def _trial_victims(record: WorkloadRecord, now: datetime) -> dict[str, float | None]:
+def _trial_victims(record: WorkloadRecord, state: ClusterState) -> dict[str, float | None]:
     """Victim key -> its admitted_at (epoch s), from one cycle on a copy of the
     cluster in which ``record`` waits for quota instead of holding it."""
-    state = cluster_state(now)
     key = f"{record.namespace}/{record.name}"
     source = state.scheduler
     if key not in source.workloads:
@@ -110,10 +109,15 @@ def _already_preempted(record: WorkloadRecord) -> dict[str, _Victim]:
     return found
 
 
-def impact_preview(record: WorkloadRecord, now: datetime) -> dict[str, Any]:
-    """The preview stored on an approval request (JSON)."""
+def impact_preview(
+    record: WorkloadRecord, now: datetime, state: ClusterState | None = None
+) -> dict[str, Any]:
+    """The preview stored on an approval request (JSON). ``state``: the engine's
+    view of the cluster at ``now``, when the caller has built it already (one
+    per controller pass, however many requests it raises)."""
     victims = _already_preempted(record)
-    for key, admitted_at in _trial_victims(record, now).items():
+    engine_view = state if state is not None else cluster_state(now)
+    for key, admitted_at in _trial_victims(record, engine_view).items():
         if key in victims:
             continue
         namespace, name = key.split("/", 1)

@@ -17,6 +17,7 @@ from django.db.models import Q
 from jobs.approvals.audit import record
 from jobs.approvals.impact import impact_preview
 from jobs.approvals.status import CHECK_NAME
+from jobs.cluster_state import ClusterState, cluster_state
 from jobs.models import (
     ApprovalAction,
     ApprovalRequest,
@@ -83,6 +84,18 @@ def _returned_at(record: WorkloadRecord, since: datetime) -> datetime | None:
     )
 
 
+class _EngineView:
+    """The engine's view of the cluster, built once per pass when first needed."""
+
+    def __init__(self) -> None:
+        self._state: ClusterState | None = None
+
+    def state(self, now: datetime) -> ClusterState:
+        if self._state is None:
+            self._state = cluster_state(now)
+        return self._state
+
+
 def _create(
     workload: WorkloadRecord,
     now: datetime,
@@ -90,6 +103,7 @@ def _create(
     attempt: int,
     pending_since: datetime | None,
     reapproval_of: ApprovalRequest | None = None,
+    engine: _EngineView | None = None,
 ) -> ApprovalRequest | None:
     """The next request for ``workload``; None if another controller made it."""
     job = _job_of(workload)
@@ -123,7 +137,9 @@ def _create(
             f"approval #{reapproval_of.pk} stands",
         }
     else:
-        fields["impact"] = impact_preview(workload, now)
+        fields["impact"] = impact_preview(
+            workload, now, engine.state(now) if engine is not None else None
+        )
     try:
         with transaction.atomic():
             request = ApprovalRequest.objects.create(**fields)
@@ -146,6 +162,7 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
     """(new pending requests to notify about, re-approved ones to apply)."""
     raised: list[ApprovalRequest] = []
     reapproved: list[ApprovalRequest] = []
+    engine = _EngineView()
     for workload in waiting_for_approval():
         check = workload.admission_checks.get(CHECK_NAME, {})
         pending_since = parse_time(check.get("lastTransitionTime"))
@@ -153,7 +170,9 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
             ApprovalRequest.objects.filter(workload_uid=workload.uid).order_by("-attempt").first()
         )
         if latest is None:
-            if created := _create(workload, now, attempt=1, pending_since=pending_since):
+            if created := _create(
+                workload, now, attempt=1, pending_since=pending_since, engine=engine
+            ):
                 raised.append(created)
             continue
         if latest.state == ApprovalState.PENDING:
@@ -179,7 +198,7 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
                     reapproved.append(created)
                 continue
         if created := _create(
-            workload, now, attempt=latest.attempt + 1, pending_since=pending_since
+            workload, now, attempt=latest.attempt + 1, pending_since=pending_since, engine=engine
         ):
             raised.append(created)
     return raised, reapproved
