@@ -273,7 +273,8 @@ SPECTACULAR_SETTINGS = {
             "TeamRole",
         )
     }
-    | {name: f"jobs.models.requests.{name}" for name in ("JobKind", "JobState")},
+    | {name: f"jobs.models.requests.{name}" for name in ("JobKind", "JobState")}
+    | {name: f"jobs.models.approvals.{name}" for name in ("ApprovalState", "ApprovalAction")},
 }
 
 # Celery. No broker configured means embedded: tasks run in-process, eagerly.

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from jobs.approvals.access import visible_to
 from jobs.models import ApprovalEvent
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 CSV_COLUMNS = (
     "at",
     "approval_id",
@@ -79,10 +80,11 @@ def write_csv(rows: Iterable[dict[str, Any]], out: IO[str]) -> None:
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore")
     writer.writeheader()
     for row in rows:
-        # A cell starting with = + - @ is a formula to spreadsheets: quote it.
+        # A cell starting with = + - @ (or a tab or CR) is a formula to
+        # spreadsheets: quote it.
         writer.writerow(
             {
-                k: ("'" + v if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else v)
+                k: ("'" + v if isinstance(v, str) and v[:1] in FORMULA_STARTS else v)
                 for k, v in row.items()
             }
         )

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from jobs.cli.approvals import add_approvals_parser
 from jobs.cli.base import (
     API_PREFIX,
     EXIT_INTERRUPTED,
@@ -137,6 +138,8 @@ def build_parser() -> Parser:
     queues.add_argument("--team", help="one team's LocalQueues")
     queues.add_argument("--all", action="store_true", help="every LocalQueue")
     queues.set_defaults(func=cmd_queues)
+
+    add_approvals_parser(commands, common)
     return parser
 
 

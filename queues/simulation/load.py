@@ -110,10 +110,10 @@ def generate(
         for _ in range(arrivals):
             gpus = rng.choices(*GPU_CHOICES)[0]
             name = f"demo-{int(now)}-{rng.randrange(16**6):06x}"
-            queue = sorted(queues[namespace])[0]
+            target = sorted(queues[namespace])[0]
             if namespace in urgent and rng.random() < URGENT_SHARE:
-                queue = URGENT_QUEUE
-            backend.create(job(namespace, name, queue, gpus, _runtime(rng)))
+                target = URGENT_QUEUE
+            backend.create(job(namespace, name, target, gpus, _runtime(rng)))
             created += 1
     return created
 
