@@ -1,7 +1,8 @@
 """A small, faithful Kubernetes API-server double for Berth's tests.
 
 It serves discovery, CRUD, selectors, merge/JSON/strategic patches, a simplified server-side
-apply and streaming watches over real HTTP on 127.0.0.1, so tests drive the official
+apply (merging status list-maps such as a Workload's ``admissionChecks`` entry by entry) and
+streaming watches over real HTTP on 127.0.0.1, so tests drive the official
 ``kubernetes`` client end to end instead of patching it::
 
     with FakeApiServer() as server:
@@ -15,7 +16,8 @@ apply and streaming watches over real HTTP on 127.0.0.1, so tests drive the offi
 This module holds the server object: lifecycle, state access for assertions, fault
 injection, routing and the one-shot verbs. The HTTP transport is in ``apiserver_http.py``,
 watches in ``apiserver_watch.py``, the store in ``apiserver_state.py`` (with resource types,
-selectors, patches and field ownership in the ``apiserver_*`` modules it imports).
+selectors, patches, field ownership and the status list-maps and validation of Kueue kinds in
+the ``apiserver_*`` modules it imports).
 """
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
 """Path helpers and the two document-patch formats of the loopback API-server double.
 
-``get_path``/``set_path``/``delete_path`` address a field by a tuple of keys;
-``merge_patch`` is RFC 7386 (also standing in for strategic merge on built-in kinds) and
-``json_patch`` is RFC 6902. These are pure functions on JSON-like values, kept apart from
-the store so that the patch semantics can be read (and fixed) on their own.
+``get_path``/``set_path``/``delete_path`` address a field by a tuple of keys, where a
+``k:{"name":"x"}`` key (managedFields' spelling) is the entry of a list-map whose key fields
+have those values; ``merge_patch`` is RFC 7386 (also standing in for strategic merge on
+built-in kinds) and ``json_patch`` is RFC 6902. These are pure functions on JSON-like values,
+kept apart from the store so that the patch semantics can be read (and fixed) on their own.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
+import json
 from typing import Any
 
 from tests.kube.apiserver_resources import ApiError, Obj, Path
@@ -16,25 +19,65 @@ from tests.kube.apiserver_resources import ApiError, Obj, Path
 _MISSING = object()
 
 
+def entry_segment(keys: Obj) -> str:
+    """The path key of the list-map entry with these key fields: ``k:{"name":"x"}``."""
+    return "k:" + json.dumps(keys, separators=(",", ":"))
+
+
+def _entry_index(items: list[Any], segment: str) -> int | None:
+    keys = json.loads(segment[2:])
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and all(item.get(k) == v for k, v in keys.items()):
+            return index
+    return None
+
+
+def _child(obj: Any, part: str) -> Any:
+    if isinstance(obj, list) and part.startswith("k:"):
+        index = _entry_index(obj, part)
+        return _MISSING if index is None else obj[index]
+    if isinstance(obj, dict) and part in obj:
+        return obj[part]
+    return _MISSING
+
+
 def get_path(obj: Any, path: Path) -> Any:
     for part in path:
-        if not isinstance(obj, dict) or part not in obj:
+        obj = _child(obj, part)
+        if obj is _MISSING:
             return None
-        obj = obj[part]
     return obj
 
 
 def set_path(obj: Obj, path: Path, value: Any) -> None:
-    for part in path[:-1]:
-        if not isinstance(obj.get(part), dict):
-            obj[part] = {}
-        obj = obj[part]
-    obj[path[-1]] = copy.deepcopy(value)
+    node: Any = obj
+    for part, below in itertools.pairwise(path):
+        child = _child(node, part)
+        kind = list if below.startswith("k:") else dict
+        if not isinstance(child, kind):
+            if not isinstance(node, dict):
+                raise ValueError(f"no list-map entry {part} to set {path} in")
+            child = node[part] = kind()
+        node = child
+    if isinstance(node, list):
+        index = _entry_index(node, path[-1])
+        if index is None:
+            node.append(copy.deepcopy(value))  # a new entry goes last
+        else:
+            node[index] = copy.deepcopy(value)  # the entry with the same key is replaced
+    else:
+        node[path[-1]] = copy.deepcopy(value)
 
 
 def delete_path(obj: Obj, path: Path) -> None:
     parent = get_path(obj, path[:-1]) if len(path) > 1 else obj
-    if isinstance(parent, dict):
+    if isinstance(parent, list):
+        index = _entry_index(parent, path[-1])
+        if index is not None:
+            del parent[index]
+        if not parent:
+            delete_path(obj, path[:-1])  # no empty ``admissionChecks: []`` left behind
+    elif isinstance(parent, dict):
         parent.pop(path[-1], None)
         if len(path) > 1 and not parent and path[0] == "metadata":
             delete_path(obj, path[:-1])  # no empty ``labels: {}`` left behind

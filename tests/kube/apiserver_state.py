@@ -4,8 +4,9 @@ One global resourceVersion counter, a bounded event history for watches, and the
 (create, update, replace, patch, apply, delete, paged list) with their admission checks.
 Everything that touches the store runs under ``Store.lock``. The vocabulary it shares with
 the HTTP layer lives in ``apiserver_resources.py``, selectors in ``apiserver_selectors.py``,
-the patch formats in ``apiserver_patches.py`` and field ownership/server-side apply in
-``apiserver_ownership.py``; this module keeps only what needs the stored objects.
+the patch formats in ``apiserver_patches.py``, field ownership/server-side apply in
+``apiserver_ownership.py`` and status list-maps/validation in ``apiserver_listmaps.py``; this
+module keeps only what needs the stored objects.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tests.kube.apiserver_listmaps import check_status
 from tests.kube.apiserver_ownership import (
     Identity,
     apply_configuration,
@@ -224,7 +226,7 @@ class Store:
         dry_run: bool = False,
     ) -> Obj:
         """Store ``new`` over ``old``: immutable metadata, status isolation, generation,
-        ownership, no-op detection and finalizer-driven removal."""
+        ownership, no-op detection, status validation and finalizer-driven removal."""
         rv = (new.get("metadata") or {}).get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise ApiError(
@@ -263,6 +265,8 @@ class Store:
             record_update(old, result, ident)
         if _without_times(result) == _without_times(old):
             return copy.deepcopy(old)  # a no-op write stores nothing and bumps nothing
+        if subresource == "status":
+            check_status(result)  # the CRD rules the double knows (maxItems, enums, ...)
         if dry_run:
             return result
         deleting = result["metadata"].get("deletionTimestamp")
