@@ -30,6 +30,6 @@ def is_platform_admin(user: Any) -> bool:
 
 
 def is_global_approver(user: Any) -> bool:
-    if not getattr(user, "is_authenticated", False):
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
     return bool(user.groups.filter(name=APPROVERS_GROUP).exists())

@@ -23,7 +23,6 @@ from accounts.roles import (
 from jobs.models import ApprovalRequest
 from queues.choices import TeamRole
 from queues.models import ClusterQueue, TeamMembership
-from queues.selectors import team_ids_of
 
 
 class NotAllowed(Exception):
@@ -35,22 +34,22 @@ class NotAllowed(Exception):
         self.message = message
 
 
-def _approver_team_ids(user: Any) -> set[int]:
-    return set(
-        TeamMembership.objects.filter(user=user, role=TeamRole.APPROVER).values_list(
-            "team_id", flat=True
-        )
-    )
+def _approver_team_ids(user: Any) -> QuerySet[TeamMembership, Any]:
+    """The teams ``user`` approves for, as a subquery (no query of its own)."""
+    return TeamMembership.objects.filter(user=user, role=TeamRole.APPROVER).values("team_id")
 
 
-def _deciding_team_filter(team_ids: set[int]) -> Q:
-    """Requests whose deciding team is one of ``team_ids``: the queue's owner,
-    or (for a shared queue) the job's team."""
-    owned = ClusterQueue.objects.filter(team_id__in=team_ids).values_list("name", flat=True)
-    shared = ClusterQueue.objects.filter(team__isnull=True).values_list("name", flat=True)
-    return Q(cluster_queue__in=list(owned)) | Q(
-        cluster_queue__in=list(shared), team_id__in=team_ids
-    )
+def _deciding_team_filter(user: Any) -> Q:
+    """Requests whose deciding team ``user`` approves for: the queue's owner,
+    or (for a shared queue) the job's team. Subqueries: one SQL statement."""
+    teams = _approver_team_ids(user)
+    owned = ClusterQueue.objects.filter(team_id__in=teams).values("name")
+    shared = ClusterQueue.objects.filter(team__isnull=True).values("name")
+    return Q(cluster_queue__in=owned) | Q(cluster_queue__in=shared, team_id__in=teams)
+
+
+def _sees_everything(user: Any) -> bool:
+    return is_platform_admin(user) or is_global_approver(user)
 
 
 def is_approver_anywhere(user: Any) -> bool:
@@ -64,8 +63,8 @@ def decidable_by(user: Any) -> QuerySet[ApprovalRequest]:
     requests = ApprovalRequest.objects.all()
     if not getattr(user, "is_authenticated", False):
         return requests.none()
-    if not (is_platform_admin(user) or is_global_approver(user)):
-        requests = requests.filter(_deciding_team_filter(_approver_team_ids(user)))
+    if not _sees_everything(user):
+        requests = requests.filter(_deciding_team_filter(user))
     return requests.exclude(requester=user)
 
 
@@ -74,11 +73,11 @@ def visible_to(user: Any) -> QuerySet[ApprovalRequest]:
     (a member follows the approval of the team's job, and sees who decided)."""
     if not getattr(user, "is_authenticated", False):
         return ApprovalRequest.objects.none()
-    if is_platform_admin(user) or is_global_approver(user):
+    if _sees_everything(user):
         return ApprovalRequest.objects.all()
-    approver_teams = _approver_team_ids(user)
+    members = TeamMembership.objects.filter(user=user).values("team_id")
     return ApprovalRequest.objects.filter(
-        _deciding_team_filter(approver_teams) | Q(team_id__in=team_ids_of(user)) | Q(requester=user)
+        _deciding_team_filter(user) | Q(team_id__in=members) | Q(requester=user)
     )
 
 

@@ -9,6 +9,7 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from jobs.approvals.audit import record
@@ -76,7 +77,12 @@ def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | Non
             _mark_applied(request, now, "the Workload is gone; nothing to write")
             return "gone"
         entry = check_of(workload)
-        if entry is not None and entry.get("state") == state:
+        if entry is None:
+            # Kueue no longer asks (say, it moved to a queue without the check):
+            # adding an entry nobody waits for would only litter its status.
+            _mark_applied(request, now, f"the Workload no longer carries {CHECK_NAME}")
+            return "gone"
+        if entry.get("state") == state:
             _mark_applied(request, now, f"the Workload already shows {CHECK_NAME} {state}")
             return "already"
         backend.patch_status(
@@ -86,11 +92,17 @@ def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | Non
             check_status_patch(state, message, now),
         )
     except BackendError as exc:
-        ApprovalRequest.objects.filter(pk=request.pk).update(
-            apply_attempts=request.apply_attempts + 1
+        # The task and the periodic pass may fail at once: count in SQL, and
+        # audit only the first failure (the row that moved from zero).
+        first = ApprovalRequest.objects.filter(pk=request.pk, apply_attempts=0).update(
+            apply_attempts=1
         )
-        if request.apply_attempts == 0:
+        if first:
             record(request, ApprovalAction.APPLY_FAILED, message=str(exc), at=now)
+        else:
+            ApprovalRequest.objects.filter(pk=request.pk).update(
+                apply_attempts=F("apply_attempts") + 1
+            )
         log.warning("approval #%s: writing %s to the Workload failed: %s", request.pk, state, exc)
         raise
     _mark_applied(request, now, f"{CHECK_NAME} set to {state}: {message}")
@@ -105,10 +117,12 @@ def keep_check_active(backend: ClusterBackend, now: datetime | None = None) -> b
     if check is None or is_active(check):
         return False
     generation = int((check.get("metadata") or {}).get("generation") or 1)
-    backend.patch_status(
-        ADMISSION_CHECK,
-        CHECK_NAME,
-        None,
-        {"conditions": [active_condition(generation, now or timezone.now())]},
-    )
+    condition = active_condition(generation, now or timezone.now())
+    for current in (check.get("status") or {}).get("conditions") or []:
+        if current.get("type") == "Active" and current.get("status") == "True":
+            # Still True, only for a newer generation: no transition happened.
+            condition["lastTransitionTime"] = current.get(
+                "lastTransitionTime", condition["lastTransitionTime"]
+            )
+    backend.patch_status(ADMISSION_CHECK, CHECK_NAME, None, {"conditions": [condition]})
     return True

@@ -38,7 +38,7 @@ def already_decided(request: ApprovalRequest) -> AlreadyDecided:
         message += f" by {_who(request)}"
     if when:
         message += f" at {when}"
-    if request.comment:
+    if request.comment and request.state != ApprovalState.EXPIRED:
         message += f": {request.comment}"
     return AlreadyDecided(
         message,
@@ -57,6 +57,8 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
     text = (comment or "").strip()
     request = ApprovalRequest.objects.select_related("decided_by").get(pk=request_id)
     check_may_decide(user, request)
+    if request.state != ApprovalState.PENDING:
+        raise already_decided(request)  # before the input: a reason would not help
     if not approve and not text:
         raise PolicyInvalid.single(
             "reason", "required", "a reason is required to reject: say why it may not run"
