@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from frontend import vendor
-from frontend.views import cohorts, jobs, overview, policy, queues, teams, whatif
+from frontend.views import approvals, cohorts, jobs, overview, policy, queues, teams, whatif
 
 urlpatterns = [
     path("", overview.overview, name="home"),
@@ -14,6 +14,10 @@ urlpatterns = [
     path("cohorts/", cohorts.cohort_page, name="cohorts"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
+    path("approvals/", approvals.inbox, name="approvals"),
+    path("approvals/history/", approvals.history, name="approvals-history"),
+    path("approvals/history.csv", approvals.history_csv, name="approvals-history-csv"),
+    path("approvals/<int:approval_id>/", approvals.detail, name="approval"),
     path("policy/", policy.policy_index, name="policy"),
     path("policy/new/<str:kind>/", policy.policy_new, name="policy-new"),
     path("policy/<str:kind>/<str:name>/", policy.policy_edit, name="policy-edit"),

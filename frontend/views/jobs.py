@@ -59,6 +59,10 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "events": events,
         "timeline": charts.job_timeline(events, timezone.now()),
         "explanation": explain_job(job) if job.state in WAITING else None,
+        # The latest approval request, for a job in a queue that needs one.
+        "approval": job.approvals.select_related("decided_by")
+        .order_by("-created_at", "-id")
+        .first(),
         "manifest_yaml": "".join(
             "---\n" + yaml.safe_dump(obj, sort_keys=False) for obj in job.manifest
         ),

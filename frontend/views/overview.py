@@ -1,5 +1,6 @@
 """The overview: capacity and allocation, who waits, the worst waits,
-preemptions in the last day, and whether the cluster matches the policy."""
+preemptions in the last day, whether the cluster matches the policy, and the
+approvals waiting for the signed-in user."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from frontend import charts
+from frontend.views.approvals import summary_for
 from frontend.views.common import page, visible_team_ids
 from jobs import stats
 from jobs.models import JobState
@@ -68,5 +70,6 @@ def overview(request: HttpRequest) -> HttpResponse:
         ),
         "reconcile": _reconcile_status(),
         "cluster_backend": settings.BERTH_CLUSTER,
+        "approvals": summary_for(request),
     }
     return page(request, "frontend/overview.html", context, nav="overview", charts=True)

@@ -69,6 +69,12 @@ PAGES: list[Visit] = [
     Visit("/jobs/", "member", ("Jobs", "warmup")),
     Visit("/teams/alpha/", "member", ("Team Alpha", "Submit a job", "Your API tokens")),
     Visit("/teams/alpha/", "approver", ("Team Alpha", "What you can borrow right now")),
+    Visit("/", "approver", ("Approvals", "Open the approvals inbox")),
+    Visit("/approvals/", "approver", ("Approvals", "Waiting for your decision", "Decided lately")),
+    Visit("/approvals/", "admin", ("Approvals", "Nothing waits for your decision")),
+    Visit("/approvals/?state=all", "approver", ("Approvals", "No requests.")),
+    Visit("/approvals/history/", "approver", ("Approvals history", "Export CSV")),
+    Visit("/approvals/history/", "admin", ("Approvals history", "No approval events")),
 ]
 
 
