@@ -32,7 +32,7 @@ from jobs import selectors as job_selectors
 from jobs.approvals.access import (
     NotAllowed,
     check_may_decide,
-    decidable_by,
+    decidable_now,
     is_approver_anywhere,
     visible_to,
 )
@@ -104,7 +104,7 @@ def summary(user: Any) -> Summary:
             oldest=None,
             following=seen["pending"],
         )
-    mine = decidable_by(user).filter(state=ApprovalState.PENDING)
+    mine = decidable_now(user)
     to_decide = mine.count()
     oldest = mine.select_related("team").order_by("created_at", "id").first() if to_decide else None
     return Summary(
@@ -150,9 +150,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     user = request.user
     now = timezone.now()
     visible = _requests(user)
-    decidable = set(
-        decidable_by(user).filter(state=ApprovalState.PENDING).values_list("pk", flat=True)
-    )
+    decidable = set(decidable_now(user).values_list("pk", flat=True))
     tab = request.GET.get("state", "")
     if tab not in {value for value, _ in TABS}:
         tab = ""
@@ -297,7 +295,9 @@ def detail(request: HttpRequest, approval_id: int) -> HttpResponse:
         .filter(workload_uid=approval.workload_uid)
         .exclude(pk=approval.pk)
         .order_by("-attempt"),
-        "forms": may_decide and approval.state == ApprovalState.PENDING,
+        "forms": may_decide
+        and approval.state == ApprovalState.PENDING
+        and approval.expires_at > now,
         "why_not": why_not,
         "errors": errors,
         "refused": refused,

@@ -25,7 +25,7 @@ from rest_framework.response import Response
 
 from accounts.models import AccessDenial
 from accounts.services import record_access_denial
-from jobs.approvals.access import NotAllowed, decidable_by, visible_to
+from jobs.approvals.access import NotAllowed, decidable_now, visible_to
 from jobs.approvals.decide import decide
 from jobs.approvals.history import history_events, history_rows, write_csv
 from jobs.models import ApprovalEvent, ApprovalRequest, ApprovalState
@@ -57,7 +57,7 @@ class ApprovalFilter(filters.FilterSet):
         if value is None:
             return queryset
         user = getattr(self.request, "user", None)
-        mine = decidable_by(user).filter(state=ApprovalState.PENDING).values("pk")
+        mine = decidable_now(user).values("pk")
         return queryset.filter(pk__in=mine) if value else queryset.exclude(pk__in=mine)
 
 
@@ -68,11 +68,7 @@ def decidable_ids(user: Any, requests: list[ApprovalRequest]) -> set[int]:
     ids = [r.pk for r in requests if r.state == ApprovalState.PENDING]
     if not ids:
         return set()
-    return set(
-        decidable_by(user)
-        .filter(pk__in=ids, state=ApprovalState.PENDING)
-        .values_list("pk", flat=True)
-    )
+    return set(decidable_now(user).filter(pk__in=ids).values_list("pk", flat=True))
 
 
 # --- serializers -------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from accounts.roles import (
     APPROVERS_GROUP,
@@ -20,7 +21,7 @@ from accounts.roles import (
     is_global_approver,
     is_platform_admin,
 )
-from jobs.models import ApprovalRequest
+from jobs.models import ApprovalRequest, ApprovalState
 from queues.choices import TeamRole
 from queues.models import ClusterQueue, TeamMembership
 
@@ -66,6 +67,12 @@ def decidable_by(user: Any) -> QuerySet[ApprovalRequest]:
     if not _sees_everything(user):
         requests = requests.filter(_deciding_team_filter(user))
     return requests.exclude(requester=user)
+
+
+def decidable_now(user: Any) -> QuerySet[ApprovalRequest]:
+    """Pending requests ``user`` may decide, still before their deadline (one
+    past it is expired, whether or not a controller pass has said so yet)."""
+    return decidable_by(user).filter(state=ApprovalState.PENDING, expires_at__gt=timezone.now())
 
 
 def visible_to(user: Any) -> QuerySet[ApprovalRequest]:

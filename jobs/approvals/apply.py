@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
@@ -43,7 +42,7 @@ def desired_check(request: ApprovalRequest) -> tuple[str, str]:
         text = f"Approved by {who} (approval #{request.pk})"
         return "Ready", f"{text}: {request.comment}" if request.comment else text
     if request.state == ApprovalState.EXPIRED:
-        waited = _duration(settings.BERTH_APPROVAL_TIMEOUT)
+        waited = _duration((request.expires_at - request.created_at).total_seconds())
         return "Rejected", (
             f"Rejected (expired): nobody decided approval #{request.pk} within {waited}"
         )

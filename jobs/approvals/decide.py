@@ -8,6 +8,7 @@ is lost)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -32,7 +33,11 @@ def _who(request: ApprovalRequest) -> str:
 
 
 def already_decided(request: ApprovalRequest) -> AlreadyDecided:
-    when = request.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.decided_at else ""
+    when = (
+        request.decided_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        if request.decided_at
+        else ""
+    )
     message = f"approval #{request.pk} is already {request.state}"
     if request.state in (ApprovalState.APPROVED, ApprovalState.REJECTED):
         message += f" by {_who(request)}"
@@ -57,6 +62,11 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
     text = (comment or "").strip()
     request = ApprovalRequest.objects.select_related("decided_by").get(pk=request_id)
     check_may_decide(user, request)
+    now = timezone.now()
+    if request.state == ApprovalState.PENDING and request.expires_at <= now:
+        # Past its deadline, even if no controller pass has expired it yet.
+        expire(request, now)
+        request.refresh_from_db()
     if request.state != ApprovalState.PENDING:
         raise already_decided(request)  # before the input: a reason would not help
     if not approve and not text:
@@ -67,14 +77,11 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
         raise PolicyInvalid.single(
             field, "max-length", f"at most {MAX_COMMENT} characters (got {len(text)})"
         )
-    if request.state != ApprovalState.PENDING:
-        raise already_decided(request)
     state = ApprovalState.APPROVED if approve else ApprovalState.REJECTED
-    now = timezone.now()
     with transaction.atomic():
-        changed = ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
-            state=state, decided_by=user, decided_at=now, comment=text
-        )
+        changed = ApprovalRequest.objects.filter(
+            pk=request.pk, state=ApprovalState.PENDING, expires_at__gt=now
+        ).update(state=state, decided_by=user, decided_at=now, comment=text)
         if not changed:
             raise already_decided(
                 ApprovalRequest.objects.select_related("decided_by").get(pk=request.pk)
@@ -89,6 +96,25 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
         )
         transaction.on_commit(lambda: _queue_apply(request.pk))
     return request
+
+
+def expire(request: ApprovalRequest, now: datetime) -> bool:
+    """Pending past its deadline → ``expired`` (a rejection), compare-and-set;
+    the decision is then written like any other. Returns whether it changed."""
+    with transaction.atomic():
+        changed = ApprovalRequest.objects.filter(
+            pk=request.pk, state=ApprovalState.PENDING, expires_at__lte=now
+        ).update(state=ApprovalState.EXPIRED, decided_at=now, comment="expired")
+        if changed:
+            waited = round((request.expires_at - request.created_at).total_seconds() / 60)
+            record(
+                request,
+                ApprovalAction.EXPIRED,
+                message=f"expired: nobody decided within {waited} minutes",
+                at=now,
+            )
+            transaction.on_commit(lambda: _queue_apply(request.pk))
+    return bool(changed)
 
 
 def _queue_apply(request_id: int) -> None:

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from jobs.approvals.audit import record
+from jobs.approvals.decide import expire
 from jobs.approvals.impact import impact_preview
 from jobs.approvals.status import CHECK_NAME
 from jobs.cluster_state import ClusterState, cluster_state
@@ -228,19 +229,10 @@ def withdraw_requests(now: datetime) -> int:
 
 def expire_requests(now: datetime) -> list[int]:
     """Pending requests past their deadline become ``expired`` (a rejection)."""
-    expired = []
-    for request in ApprovalRequest.objects.filter(
-        Q(state=ApprovalState.PENDING), Q(expires_at__lte=now)
-    ):
-        if ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
-            state=ApprovalState.EXPIRED, decided_at=now, comment="expired"
-        ):
-            waited = round((now - request.created_at).total_seconds() / 60)
-            record(
-                request,
-                ApprovalAction.EXPIRED,
-                message=f"expired: nobody decided within {waited} minutes",
-                at=now,
-            )
-            expired.append(request.pk)
-    return expired
+    return [
+        request.pk
+        for request in ApprovalRequest.objects.filter(
+            state=ApprovalState.PENDING, expires_at__lte=now
+        )
+        if expire(request, now)
+    ]

@@ -7,12 +7,19 @@ import threading
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
-from jobs.approvals.access import NotAllowed, approvers_for, decidable_by, visible_to
+from jobs.approvals.access import (
+    NotAllowed,
+    approvers_for,
+    decidable_by,
+    decidable_now,
+    visible_to,
+)
 from jobs.approvals.decide import AlreadyDecided, decide
 from jobs.models import ApprovalEvent, ApprovalRequest, ApprovalState
 from queues.errors import PolicyInvalid
+from tests.celery_broker import wait_until
 from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org
 
@@ -112,15 +119,26 @@ def test_a_second_decision_is_refused_and_names_the_first(people: dict[str, Any]
     assert request.events.count() == 1
 
 
+def _waiting_on_locks() -> int:
+    with connection.cursor() as cursor:
+        # Statistics are read once per transaction unless the snapshot is dropped.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return int(cursor.fetchone()[0])
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_approvers_at_the_same_moment_make_one_decision(people: dict[str, Any]) -> None:
+    """Both read the request pending and both reach the compare-and-set: the
+    row is held locked until both wait on it, so neither is stopped by its read."""
     request = approval_request(people["alice"])
-    start = threading.Barrier(2)
     outcomes: dict[str, Any] = {}
 
     def press(who: str, approve: bool) -> None:
         try:
-            start.wait(timeout=10)
             outcomes[who] = decide(
                 people[who], request.pk, approve=approve, comment=f"{who} says so"
             ).state
@@ -133,8 +151,11 @@ def test_two_approvers_at_the_same_moment_make_one_decision(people: dict[str, An
         threading.Thread(target=press, args=("carol", True)),
         threading.Thread(target=press, args=("erin", False)),
     ]
-    for thread in threads:
-        thread.start()
+    with transaction.atomic():
+        ApprovalRequest.objects.select_for_update().get(pk=request.pk)
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: _waiting_on_locks() >= 2, "both decisions to wait on the row")
     for thread in threads:
         thread.join(timeout=30)
     request.refresh_from_db()
@@ -144,3 +165,23 @@ def test_two_approvers_at_the_same_moment_make_one_decision(people: dict[str, An
     assert request.decided_by == people[winners[0]]
     assert f"by {winners[0]}" in outcomes[losers[0]].message
     assert request.events.filter(action__in=["approved", "rejected"]).count() == 1
+
+
+def test_a_request_past_its_deadline_cannot_be_approved(people: dict[str, Any]) -> None:
+    """Past the deadline it is expired, even before a controller pass says so."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    request = approval_request(
+        people["alice"],
+        created_at=timezone.now() - timedelta(hours=5),
+        expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    assert request not in decidable_now(people["carol"])
+    with pytest.raises(AlreadyDecided) as refused:
+        decide(people["carol"], request.pk, approve=True)
+    assert "already expired" in refused.value.message
+    request.refresh_from_db()
+    assert request.state == ApprovalState.EXPIRED and request.decided_by is None
+    assert list(request.events.values_list("action", flat=True)) == ["expired"]
