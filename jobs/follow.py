@@ -132,10 +132,14 @@ def _state(job: JobRequest, record: WorkloadRecord | None, phase: str, gone: boo
 
 
 def _approval_refused(record: WorkloadRecord) -> bool:
-    """Deactivated because its approval was rejected (or expired)."""
-    return ApprovalRequest.objects.filter(
-        workload_uid=record.uid, state__in=[ApprovalState.REJECTED, ApprovalState.EXPIRED]
-    ).exists()
+    """Deactivated because its latest approval request was rejected (or expired)."""
+    latest = (
+        ApprovalRequest.objects.filter(workload_uid=record.uid)
+        .order_by("-attempt")
+        .values_list("state", flat=True)
+        .first()
+    )
+    return latest in (ApprovalState.REJECTED, ApprovalState.EXPIRED)
 
 
 def _job_objects(backend: ClusterBackend) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -239,6 +239,9 @@ def upsert_workload(
         "reason": reason[:64],
         "message": message,
         "created_at": parse_time(metadata.get("creationTimestamp")) or timezone.now(),
+        "reserved_at": parse_time(conditions.get("QuotaReserved", {}).get("lastTransitionTime"))
+        if conditions.get("QuotaReserved", {}).get("status") == "True"
+        else None,
         "admitted_at": parse_time(conditions.get("Admitted", {}).get("lastTransitionTime"))
         if state in (WorkloadState.ADMITTED, WorkloadState.FINISHED, WorkloadState.FAILED)
         else None,

@@ -6,7 +6,9 @@ entry). Safe to repeat: a decision already visible is only marked applied."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import F
 from django.utils import timezone
@@ -20,6 +22,7 @@ from jobs.approvals.status import (
     is_active,
 )
 from jobs.models import ApprovalAction, ApprovalRequest, ApprovalState
+from jobs.sync import parse_time
 from queues.backends.base import TYPES, BackendError, ClusterBackend
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,16 @@ def _duration(seconds: float) -> str:
     delta = timedelta(seconds=int(seconds))
     hours, rest = divmod(int(delta.total_seconds()), 3600)
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m"
+
+
+def reserved_at(workload: Mapping[str, Any]) -> datetime | None:
+    """When the quota the Workload holds was reserved (None: it holds none)."""
+    if not (workload.get("status") or {}).get("admission"):
+        return None
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "QuotaReserved" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
 
 
 def desired_check(request: ApprovalRequest) -> tuple[str, str]:
@@ -61,7 +74,8 @@ def _mark_applied(request: ApprovalRequest, now: datetime, message: str) -> bool
 def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | None = None) -> str:
     """Write request ``request_id``'s decision to its Workload. Returns what
     happened: ``applied``, ``already`` (the Workload shows it), ``gone`` (the
-    Workload left or is another one now), ``undecided`` or ``done``. Transient
+    Workload left, is another one now, or no longer carries the check),
+    ``superseded`` (the reservation it answered ended), ``undecided`` or ``done``. Transient
     cluster errors are raised for the caller to retry; they are audited once."""
     now = now or timezone.now()
     request = ApprovalRequest.objects.select_related("decided_by").get(pk=request_id)
@@ -75,6 +89,17 @@ def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | Non
         if workload is None or workload["metadata"].get("uid") != request.workload_uid:
             _mark_applied(request, now, "the Workload is gone; nothing to write")
             return "gone"
+        held = reserved_at(workload)
+        if request.reserved_at is not None and held != request.reserved_at:
+            # The reservation it answered ended before the write (an eviction):
+            # Kueue asks again with the next one, and so does Berth.
+            _mark_applied(
+                request,
+                now,
+                "superseded: the workload lost the quota this decision was for before it "
+                "was written",
+            )
+            return "superseded"
         entry = check_of(workload)
         if entry is None:
             # Kueue no longer asks (say, it moved to a queue without the check):

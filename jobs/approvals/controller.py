@@ -1,8 +1,10 @@
 """One pass of the approval controller, run periodically (Celery beat, or the
-embedded loop): keep the AdmissionCheck Active, raise and re-approve requests,
-withdraw and expire the stale ones, then write every decision the Workloads do
-not show yet. Because the decision is in Postgres before it is written, a
-worker that dies between the two loses nothing: the next pass writes it."""
+embedded loop): keep the AdmissionCheck Active, withdraw requests whose
+reservation ended, raise and re-approve, tell approvers, expire the overdue
+ones, then write every decision the Workloads do not show yet. Because the
+decision is in Postgres before it is written, a worker that dies between the
+two loses nothing: the next pass writes it. The same holds for telling the
+approvers of a request a crashed pass had just raised."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from django.utils import timezone
 from jobs.approvals.apply import apply_decision, keep_check_active
 from jobs.approvals.lifecycle import expire_requests, raise_requests, withdraw_requests
 from jobs.approvals.notify import notify_approvers
-from jobs.models import DECIDED_STATES, ApprovalRequest
+from jobs.models import DECIDED_STATES, ApprovalRequest, ApprovalState
 from queues.backends.base import BackendError, ClusterBackend
+from queues.locks import try_lock
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +32,48 @@ def undelivered() -> list[int]:
     )
 
 
+PASS_LOCK = "berth.approval-pass"
+
+
+def notify_pending(now: datetime) -> tuple[int, int]:
+    """Tell the approvers of every pending request nobody has told yet (new
+    ones, and any a crashed pass left). Each is claimed first (compare-and-set)
+    so two passes never send twice; one that fails is released for the next
+    pass. Returns (notified, failed)."""
+    notified = failed = 0
+    waiting = ApprovalRequest.objects.filter(
+        state=ApprovalState.PENDING, notified_at__isnull=True
+    ).order_by("created_at", "id")
+    for request in waiting.select_related("requester", "team"):
+        if not ApprovalRequest.objects.filter(pk=request.pk, notified_at__isnull=True).update(
+            notified_at=now
+        ):
+            continue  # another pass has it
+        try:
+            notify_approvers(request)
+            notified += 1
+        except Exception:  # a broken lookup or audit write: try again next pass
+            log.exception("approval #%s: notifying the approvers failed", request.pk)
+            ApprovalRequest.objects.filter(pk=request.pk).update(notified_at=None)
+            failed += 1
+    return notified, failed
+
+
 def drive_approvals(backend: ClusterBackend, now: datetime | None = None) -> dict[str, int]:
-    """Returns what the pass did, for the task result and the log."""
-    now = now or timezone.now()
+    """Returns what the pass did, for the task result and the log. Passes do
+    not overlap (an advisory lock): one that finds another running skips."""
+    with try_lock(PASS_LOCK) as taken:
+        if not taken:
+            return {"skipped": 1}
+        return _pass(backend, now or timezone.now())
+
+
+def _pass(backend: ClusterBackend, now: datetime) -> dict[str, int]:
     activated = keep_check_active(backend, now)
-    raised, reapproved = raise_requests(now)
-    for request in raised:
-        notify_approvers(request)
+    # Withdrawn first: a workload evicted and back is asked again in this pass.
     withdrawn = withdraw_requests(now)
+    raised, reapproved = raise_requests(now)
+    notified, notify_failed = notify_pending(now)
     expired = expire_requests(now)
     applied = failed = 0
     for request_id in undelivered():
@@ -45,10 +82,12 @@ def drive_approvals(backend: ClusterBackend, now: datetime | None = None) -> dic
         except BackendError:
             failed += 1  # audited; the next pass tries again
             continue
-        applied += outcome in ("applied", "already", "gone")
+        applied += outcome in ("applied", "already", "gone", "superseded")
     return {
         "activated": int(activated),
         "raised": len(raised),
+        "notified": notified,
+        "notify_failed": notify_failed,
         "reapproved": len(reapproved),
         "withdrawn": withdrawn,
         "expired": len(expired),

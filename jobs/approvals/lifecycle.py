@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 
 from jobs.approvals.audit import record
 from jobs.approvals.decide import expire
@@ -34,12 +34,6 @@ from jobs.sync import parse_time
 from queues.models import ClusterQueue
 
 log = logging.getLogger(__name__)
-GONE = (
-    WorkloadState.FINISHED,
-    WorkloadState.FAILED,
-    WorkloadState.DELETED,
-    WorkloadState.DEACTIVATED,
-)
 
 
 def gated_queues() -> list[str]:
@@ -71,16 +65,6 @@ def _job_of(record: WorkloadRecord) -> JobRequest | None:
         )
         .select_related("submitted_by")
         .order_by("-submitted_at")
-        .first()
-    )
-
-
-def _returned_at(record: WorkloadRecord, since: datetime) -> datetime | None:
-    """When quota was reserved again after ``since`` (sync's event)."""
-    return (
-        WorkloadEvent.objects.filter(workload=record, type=EventType.QUOTA_RESERVED, at__gte=since)
-        .order_by("-at")
-        .values_list("at", flat=True)
         .first()
     )
 
@@ -123,6 +107,7 @@ def _create(
         "priority": workload.priority,
         "priority_class": workload.priority_class,
         "justification": job.justification if job else "",
+        "reserved_at": workload.reserved_at,
         "check_pending_since": pending_since,
         "created_at": now,
         "expires_at": now + timedelta(seconds=settings.BERTH_APPROVAL_TIMEOUT),
@@ -159,8 +144,24 @@ def _create(
     return request
 
 
+def _evicted_at(workload: WorkloadRecord, since: datetime | None) -> datetime | None:
+    """When the workload last lost its quota after ``since`` (sync's event)."""
+    events = WorkloadEvent.objects.filter(
+        workload=workload, type__in=[EventType.EVICTED, EventType.PREEMPTED]
+    )
+    if since is not None:
+        events = events.filter(at__gte=since)
+    return events.order_by("-at").values_list("at", flat=True).first()
+
+
 def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalRequest]]:
-    """(new pending requests to notify about, re-approved ones to apply)."""
+    """(new pending requests to notify about, re-approved ones to apply).
+
+    One request per reservation: a reservation a request already answers (or
+    is still answering) raises nothing, whatever the mirror says of the check
+    (sync may not have seen the decision's write yet). A new reservation after
+    an eviction raises the next attempt, re-approved when the workload was
+    approved and came back within the grace window."""
     raised: list[ApprovalRequest] = []
     reapproved: list[ApprovalRequest] = []
     engine = _EngineView()
@@ -176,18 +177,12 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
             ):
                 raised.append(created)
             continue
-        if latest.state == ApprovalState.PENDING:
+        if latest.state == ApprovalState.PENDING or latest.reserved_at == workload.reserved_at:
             continue
-        if latest.is_decided and latest.applied_at is None:
-            continue  # the decision is still being written; the re-drive does it
-        # The Pending that raised the latest request, seen again before sync
-        # caught up with the decision: nothing new. Another Pending time means
-        # Kueue reset the check (an eviction) or a rejected workload came back.
-        if pending_since is None or pending_since == latest.check_pending_since:
-            continue
-        if latest.state == ApprovalState.APPROVED:
-            back = _returned_at(workload, pending_since) or now
-            if (back - pending_since).total_seconds() <= settings.BERTH_APPROVAL_GRACE:
+        if latest.state == ApprovalState.APPROVED and workload.reserved_at is not None:
+            evicted = _evicted_at(workload, latest.reserved_at) or latest.decided_at
+            away = (workload.reserved_at - evicted).total_seconds() if evicted else None
+            if away is not None and away <= settings.BERTH_APPROVAL_GRACE:
                 origin = latest.reapproval_of or latest
                 if created := _create(
                     workload,
@@ -206,12 +201,18 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
 
 
 def withdraw_requests(now: datetime) -> int:
-    """Pending requests whose workload finished, was deleted or deactivated, or
-    whose job was cancelled."""
-    gone = WorkloadRecord.objects.filter(state__in=GONE).values("uid")
+    """Pending requests whose workload lost the reservation they answer
+    (evicted, finished, deleted, deactivated; it is asked again when Kueue
+    reserves quota for it again), or whose job was cancelled."""
+    moved_on = (
+        WorkloadRecord.objects.filter(uid=OuterRef("workload_uid"))
+        .exclude(state=WorkloadState.QUOTA_RESERVED, reserved_at=OuterRef("reserved_at"))
+        .values("uid")
+    )
     withdrawn = 0
     for request in ApprovalRequest.objects.filter(state=ApprovalState.PENDING).filter(
-        Q(workload_uid__in=gone) | Q(job__state__in=[JobState.CANCELLING, JobState.CANCELLED])
+        Q(workload_uid__in=Subquery(moved_on))
+        | Q(job__state__in=[JobState.CANCELLING, JobState.CANCELLED])
     ):
         if ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
             state=ApprovalState.WITHDRAWN, decided_at=now
@@ -219,8 +220,8 @@ def withdraw_requests(now: datetime) -> int:
             record(
                 request,
                 ApprovalAction.WITHDRAWN,
-                message="the job was cancelled, or its workload left the cluster (finished, "
-                "deleted or deactivated), before anyone decided",
+                message="before anyone decided, the job was cancelled or its workload lost "
+                "the quota reserved for it (evicted, finished, deleted or deactivated)",
                 at=now,
             )
             withdrawn += 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.request
+from datetime import UTC
 from typing import Any
 
 from django.conf import settings
@@ -50,7 +51,8 @@ def _body(request: ApprovalRequest) -> str:
         )
     lines += [
         "",
-        f"Decide by {request.expires_at:%Y-%m-%d %H:%M} UTC, or it is rejected as expired:",
+        f"Decide by {request.expires_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC, or it is "
+        "rejected as expired:",
         request_url(request),
         f"or: berth approvals approve {request.pk}  |  "
         f"berth approvals reject {request.pk} --reason '...'",

@@ -41,9 +41,9 @@ class ApprovalAction(models.TextChoices):
 
 
 class ApprovalRequest(models.Model):
-    """One ask for a person's yes: a Workload, at one quota reservation. An
-    approved workload that Kueue evicts and sends back for approval gets a new
-    request (``attempt`` + 1) unless it returns within the grace window."""
+    """One ask for a person's yes: a Workload, at one quota reservation. A
+    workload that Kueue evicts and reserves again gets a new request (``attempt``
+    + 1); an approved one is re-approved if it returns within the grace window."""
 
     workload_uid = models.CharField(max_length=64)
     namespace = models.CharField(max_length=63)
@@ -72,7 +72,10 @@ class ApprovalRequest(models.Model):
     justification = models.TextField(blank=True)
     # What approving costs, from the engine at request time (jobs.approvals.impact).
     impact = models.JSONField(default=dict)
-    # The Pending check's lastTransitionTime that raised this request.
+    # The reservation this request answers (the Workload's QuotaReserved time):
+    # a decision is written only while that reservation holds.
+    reserved_at = models.DateTimeField(null=True, blank=True)
+    # The Pending check's lastTransitionTime when the request was raised.
     check_pending_since = models.DateTimeField(null=True, blank=True)
 
     state = models.CharField(
@@ -93,6 +96,8 @@ class ApprovalRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     # The approver's comment, or the reason for a rejection (required then).
     comment = models.TextField(blank=True)
+    # When the approvers were told (None: still to tell; the pass re-drives it).
+    notified_at = models.DateTimeField(null=True, blank=True)
     # When the decision was seen on the Workload (None: still to write).
     applied_at = models.DateTimeField(null=True, blank=True)
     apply_attempts = models.PositiveIntegerField(default=0)

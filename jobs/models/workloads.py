@@ -48,6 +48,8 @@ class WorkloadRecord(models.Model):
     reason = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
     created_at = models.DateTimeField(db_index=True)
+    # When Kueue reserved the quota it holds now (QuotaReserved's transition).
+    reserved_at = models.DateTimeField(null=True, blank=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     evictions = models.PositiveIntegerField(default=0)

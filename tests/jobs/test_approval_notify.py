@@ -12,9 +12,13 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from django.db import connection
 
+from jobs.approvals.controller import PASS_LOCK, drive_approvals
 from jobs.approvals.notify import notify_approvers
 from jobs.models import ApprovalAction
+from queues.backends.simulated import SimulatedBackend
+from queues.locks import try_lock
 from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org
 
@@ -108,3 +112,39 @@ def test_nobody_but_admins_to_ask_when_a_team_has_no_approvers(org: Org) -> None
     admin.save(update_fields=["email"])
     sent = notify_approvers(request)
     assert sent["approvers"] == ["root"] and sent["email"] == ["root@example.com"]
+
+
+def test_a_request_nobody_was_told_of_is_notified_by_the_next_pass_once(org: Org) -> None:
+    """A pass that crashed after raising the request, before telling anyone."""
+    approvers()
+    request = approval_request(org.users["alice"])
+    assert request.notified_at is None
+    backend = SimulatedBackend()
+    assert drive_approvals(backend)["notified"] == 1
+    assert drive_approvals(backend)["notified"] == 0
+    assert len(mail.outbox) == 1
+    request.refresh_from_db()
+    assert request.notified_at is not None
+
+
+def test_passes_do_not_overlap(org: Org) -> None:
+    held, release = threading.Event(), threading.Event()
+
+    def other_pass() -> None:
+        try:
+            with try_lock(PASS_LOCK) as taken:
+                assert taken
+                held.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=other_pass)
+    thread.start()
+    try:
+        assert held.wait(timeout=30)
+        assert drive_approvals(SimulatedBackend()) == {"skipped": 1}
+    finally:
+        release.set()
+        thread.join(timeout=30)
+    assert "skipped" not in drive_approvals(SimulatedBackend())

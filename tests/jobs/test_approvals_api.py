@@ -465,3 +465,36 @@ def test_the_openapi_schema_documents_approvals(db: Any) -> None:
         assert f"  {path}:" in schema, path
     assert "text/csv" in schema
     assert tuple(HistoryRowSerializer().fields) == CSV_COLUMNS
+
+
+@pytest.mark.parametrize("who", ["carol", "admin"])
+def test_the_list_and_the_inbox_cost_the_same_queries_for_more_requests(
+    people: dict[str, Any], who: str
+) -> None:
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    api = as_user(people, who)
+    browser = Client()
+    browser.force_login(people[who])
+
+    def queries() -> tuple[int, int]:
+        with CaptureQueriesContext(connection) as listed:
+            assert api.get("/api/v1/approvals/").status_code == 200
+        with CaptureQueriesContext(connection) as inbox:
+            assert browser.get("/approvals/").status_code == 200
+        return len(listed), len(inbox)
+
+    def add(count: int) -> None:
+        for _ in range(count):
+            request = approval_request(people["alice"])
+            ApprovalEvent.objects.create(
+                request=request, action=ApprovalAction.REQUESTED, at=timezone.now()
+            )
+
+    add(2)
+    queries()  # once first: a token's last use is written at most once a minute
+    few = queries()
+    add(8)
+    assert queries() == few

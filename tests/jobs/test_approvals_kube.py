@@ -29,11 +29,13 @@ from jobs.approvals.apply import keep_check_active
 from jobs.approvals.controller import drive_approvals
 from jobs.approvals.decide import decide
 from jobs.approvals.status import CHECK_NAME, CONTROLLER_NAME, rfc3339
+from jobs.follow import follow_jobs
 from jobs.models import (
     ApprovalAction,
     ApprovalRequest,
     ApprovalState,
     JobRequest,
+    JobState,
     WorkloadRecord,
     WorkloadState,
 )
@@ -192,6 +194,19 @@ class Kueue:
         conditions = self.workload(name)["status"]["conditions"]
         admitted = condition("Admitted", "Admitted", "The workload is admitted")
         self._status(name, {"conditions": [*conditions, admitted]})
+
+    def deactivate(self, name: str) -> None:
+        """A check Rejected: Kueue deactivates the Workload and releases its quota."""
+        self.api.patch_namespaced_custom_object(
+            KUEUE, V, "research", "workloads", name, {"spec": {"active": False}},
+            field_manager="kueue", _content_type=MERGE,
+        )  # fmt: skip
+        message = (
+            'The workload is deactivated due to AdmissionCheck in Rejected state: "berth-approval"'
+        )
+        evicted = condition("Evicted", "DeactivatedDueToAdmissionCheck", message)
+        released = condition("QuotaReserved", "Inactive", message) | {"status": "False"}
+        self._status(name, {"admission": None, "conditions": [evicted, released]})
 
     def workload(self, name: str) -> dict[str, Any]:
         found = self.server.get_object(KUEUE, "workloads", name, "research")
@@ -393,6 +408,14 @@ def test_a_rejection_is_applied_as_rejected_with_the_reason(
     sync_workloads(cluster.backend)
     assert WorkloadRecord.objects.get().admission_checks[CHECK_NAME]["state"] == "Rejected"
     assert drive_approvals(cluster.backend)["raised"] == 0  # Rejected is no new Pending
+
+    cluster.kueue.deactivate(name)
+    sync_workloads(cluster.backend)
+    follow_jobs(cluster.backend)
+    record = WorkloadRecord.objects.get()
+    assert record.state == WorkloadState.DEACTIVATED
+    job = JobRequest.objects.get(pk=request.job_id)
+    assert job.state == JobState.REJECTED and job.reason == "DeactivatedDueToAdmissionCheck"
 
 
 # --- a lost task, a failed write ---------------------------------------------------------------
