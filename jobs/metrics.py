@@ -488,6 +488,8 @@ def sync_metrics(newest_snapshot: datetime | None) -> list[Metric]:
 
 def collect() -> list[Metric]:
     """Every family /metrics exposes, read from Postgres."""
+    from jobs.approvals.metrics import approval_metrics  # it builds on this module
+
     newest_snapshot = stats.latest_snapshot_at()
     return [
         *queue_status_metrics(),
@@ -498,6 +500,7 @@ def collect() -> list[Metric]:
         *job_metrics(),
         *reconcile_metrics(),
         *sync_metrics(newest_snapshot),
+        *approval_metrics(),
     ]
 
 

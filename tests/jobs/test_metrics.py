@@ -188,6 +188,9 @@ EXPECTED_FAMILIES = {
     "berth_applied_policy_version": "gauge",
     "berth_sync_last_snapshot_timestamp_seconds": "gauge",
     "berth_sync_workloads_last_seen_timestamp_seconds": "gauge",
+    "berth_approval_requests": "gauge",
+    "berth_approval_oldest_pending_seconds": "gauge",
+    "berth_approval_undelivered_decisions": "gauge",
 }
 
 
