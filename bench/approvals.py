@@ -90,6 +90,7 @@ def build(running: int, urgent: int) -> Any:
                 },
                 state="quota-reserved",
                 created_at=now,
+                reserved_at=now,
             )
         )
     WorkloadRecord.objects.bulk_create(rows, batch_size=2000)

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import OuterRef, Q, Subquery
 
 from jobs.approvals.audit import record
 from jobs.approvals.decide import expire
@@ -204,16 +203,29 @@ def withdraw_requests(now: datetime) -> int:
     """Pending requests whose workload lost the reservation they answer
     (evicted, finished, deleted, deactivated; it is asked again when Kueue
     reserves quota for it again), or whose job was cancelled."""
-    moved_on = (
-        WorkloadRecord.objects.filter(uid=OuterRef("workload_uid"))
-        .exclude(state=WorkloadState.QUOTA_RESERVED, reserved_at=OuterRef("reserved_at"))
-        .values("uid")
+    pending = list(
+        ApprovalRequest.objects.filter(state=ApprovalState.PENDING).select_related("job")
     )
+    records = {
+        r.uid: r
+        for r in WorkloadRecord.objects.filter(uid__in=[p.workload_uid for p in pending]).only(
+            "uid", "state", "reserved_at"
+        )
+    }
     withdrawn = 0
-    for request in ApprovalRequest.objects.filter(state=ApprovalState.PENDING).filter(
-        Q(workload_uid__in=Subquery(moved_on))
-        | Q(job__state__in=[JobState.CANCELLING, JobState.CANCELLED])
-    ):
+    for request in pending:
+        workload = records.get(request.workload_uid)
+        cancelled = request.job is not None and request.job.state in (
+            JobState.CANCELLING,
+            JobState.CANCELLED,
+        )
+        # No record at all is no evidence it moved on (sync rows are never deleted).
+        holds = workload is None or (
+            workload.state == WorkloadState.QUOTA_RESERVED
+            and workload.reserved_at == request.reserved_at
+        )
+        if holds and not cancelled:
+            continue
         if ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
             state=ApprovalState.WITHDRAWN, decided_at=now
         ):
