@@ -132,14 +132,23 @@ def _state(job: JobRequest, record: WorkloadRecord | None, phase: str, gone: boo
 
 
 def _approval_refused(record: WorkloadRecord) -> bool:
-    """Deactivated because its latest approval request was rejected (or expired)."""
+    """Deactivated because its latest approval request was rejected (or expired)
+    and that was written to the Workload."""
     latest = (
         ApprovalRequest.objects.filter(workload_uid=record.uid)
         .order_by("-attempt")
-        .values_list("state", flat=True)
+        .values_list("state", "written")
         .first()
     )
-    return latest in (ApprovalState.REJECTED, ApprovalState.EXPIRED)
+    return (
+        latest is not None
+        and latest[1]
+        and latest[0]
+        in (
+            ApprovalState.REJECTED,
+            ApprovalState.EXPIRED,
+        )
+    )
 
 
 def _job_objects(backend: ClusterBackend) -> dict[tuple[str, str, str], dict[str, Any]]:

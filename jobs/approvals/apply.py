@@ -62,9 +62,13 @@ def desired_check(request: ApprovalRequest) -> tuple[str, str]:
     return "Rejected", f"Rejected by {who} (approval #{request.pk}): {request.comment}"
 
 
-def _mark_applied(request: ApprovalRequest, now: datetime, message: str) -> bool:
+def _mark_applied(
+    request: ApprovalRequest, now: datetime, message: str, *, written: bool = False
+) -> bool:
+    """Close the delivery: ``written`` when the Workload shows the decision (it
+    took effect), not when there was nothing left to write it to."""
     changed = ApprovalRequest.objects.filter(pk=request.pk, applied_at__isnull=True).update(
-        applied_at=now
+        applied_at=now, written=written
     )
     if changed:
         record(request, ApprovalAction.APPLIED, message=message, at=now)
@@ -90,7 +94,7 @@ def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | Non
             _mark_applied(request, now, "the Workload is gone; nothing to write")
             return "gone"
         held = reserved_at(workload)
-        if request.reserved_at is not None and held != request.reserved_at:
+        if held is None or held != request.reserved_at:
             # The reservation it answered ended before the write (an eviction):
             # Kueue asks again with the next one, and so does Berth.
             _mark_applied(
@@ -107,13 +111,18 @@ def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | Non
             _mark_applied(request, now, f"the Workload no longer carries {CHECK_NAME}")
             return "gone"
         if entry.get("state") == state:
-            _mark_applied(request, now, f"the Workload already shows {CHECK_NAME} {state}")
+            _mark_applied(
+                request, now, f"the Workload already shows {CHECK_NAME} {state}", written=True
+            )
             return "already"
+        # Precondition on the version read: were the Workload evicted meanwhile,
+        # the write is refused (409) instead of landing on the next reservation.
         backend.patch_status(
             WORKLOAD,
             request.workload_name,
             request.namespace,
             check_status_patch(state, message, now),
+            resource_version=str(workload["metadata"].get("resourceVersion") or "") or None,
         )
     except BackendError as exc:
         # The task and the periodic pass may fail at once: count in SQL, and
@@ -129,7 +138,7 @@ def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | Non
             )
         log.warning("approval #%s: writing %s to the Workload failed: %s", request.pk, state, exc)
         raise
-    _mark_applied(request, now, f"{CHECK_NAME} set to {state}: {message}")
+    _mark_applied(request, now, f"{CHECK_NAME} set to {state}: {message}", written=True)
     return "applied"
 
 

@@ -1,16 +1,17 @@
 """One pass of the approval controller, run periodically (Celery beat, or the
 embedded loop): keep the AdmissionCheck Active, withdraw requests whose
-reservation ended, raise and re-approve, tell approvers, expire the overdue
-ones, then write every decision the Workloads do not show yet. Because the
+reservation ended, raise and re-approve, expire the overdue ones, tell the
+approvers, then write every decision the Workloads do not show yet. Because the
 decision is in Postgres before it is written, a worker that dies between the
 two loses nothing: the next pass writes it. The same holds for telling the
-approvers of a request a crashed pass had just raised."""
+approvers of a request a crashed pass had just raised (at least once)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
 
+from django.db import transaction
 from django.utils import timezone
 
 from jobs.approvals.apply import apply_decision, keep_check_active
@@ -37,24 +38,24 @@ PASS_LOCK = "berth.approval-pass"
 
 def notify_pending(now: datetime) -> tuple[int, int]:
     """Tell the approvers of every pending request nobody has told yet (new
-    ones, and any a crashed pass left). Each is claimed first (compare-and-set)
-    so two passes never send twice; one that fails is released for the next
-    pass. Returns (notified, failed)."""
+    ones, and any a crashed pass left), before its deadline. Marked told after
+    sending, so a crash in between sends it again next pass: at least once,
+    never zero times. (Passes do not overlap, so two never send at once.) A
+    lookup or audit error leaves it for the next pass; a mail or webhook
+    failure is audited by ``notify_approvers`` and not retried. Returns
+    (notified, failed)."""
     notified = failed = 0
     waiting = ApprovalRequest.objects.filter(
-        state=ApprovalState.PENDING, notified_at__isnull=True
+        state=ApprovalState.PENDING, notified_at__isnull=True, expires_at__gt=now
     ).order_by("created_at", "id")
     for request in waiting.select_related("requester", "team"):
-        if not ApprovalRequest.objects.filter(pk=request.pk, notified_at__isnull=True).update(
-            notified_at=now
-        ):
-            continue  # another pass has it
         try:
-            notify_approvers(request)
+            with transaction.atomic():
+                notify_approvers(request)
+                ApprovalRequest.objects.filter(pk=request.pk).update(notified_at=now)
             notified += 1
         except Exception:  # a broken lookup or audit write: try again next pass
             log.exception("approval #%s: notifying the approvers failed", request.pk)
-            ApprovalRequest.objects.filter(pk=request.pk).update(notified_at=None)
             failed += 1
     return notified, failed
 
@@ -73,8 +74,8 @@ def _pass(backend: ClusterBackend, now: datetime) -> dict[str, int]:
     # Withdrawn first: a workload evicted and back is asked again in this pass.
     withdrawn = withdraw_requests(now)
     raised, reapproved = raise_requests(now)
+    expired = expire_requests(now)  # before telling anyone: no mail for an overdue one
     notified, notify_failed = notify_pending(now)
-    expired = expire_requests(now)
     applied = failed = 0
     for request_id in undelivered():
         try:

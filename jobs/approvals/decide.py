@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from jobs.approvals.access import check_may_decide
@@ -79,23 +80,28 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
         )
     state = ApprovalState.APPROVED if approve else ApprovalState.REJECTED
     with transaction.atomic():
+        # The deadline against the database's clock when the row is written:
+        # a decision that waited on the row lock past it loses.
         changed = ApprovalRequest.objects.filter(
-            pk=request.pk, state=ApprovalState.PENDING, expires_at__gt=now
+            pk=request.pk, state=ApprovalState.PENDING, expires_at__gt=Now()
         ).update(state=state, decided_by=user, decided_at=now, comment=text)
-        if not changed:
-            raise already_decided(
-                ApprovalRequest.objects.select_related("decided_by").get(pk=request.pk)
+        if changed:
+            request.refresh_from_db()
+            record(
+                request,
+                ApprovalAction.APPROVED if approve else ApprovalAction.REJECTED,
+                actor=user,
+                message=text,
+                at=now,
             )
-        request.refresh_from_db()
-        record(
-            request,
-            ApprovalAction.APPROVED if approve else ApprovalAction.REJECTED,
-            actor=user,
-            message=text,
-            at=now,
-        )
-        transaction.on_commit(lambda: _queue_apply(request.pk))
-    return request
+            transaction.on_commit(lambda: _queue_apply(request.pk))
+    if changed:
+        return request
+    current = ApprovalRequest.objects.select_related("decided_by").get(pk=request.pk)
+    if current.state == ApprovalState.PENDING:  # still pending: it was the deadline
+        expire(current, max(timezone.now(), current.expires_at))
+        current.refresh_from_db()
+    raise already_decided(current)
 
 
 def expire(request: ApprovalRequest, now: datetime) -> bool:

@@ -1,8 +1,10 @@
-"""The controller's view of requests over time: raise one when Kueue sets the
-check Pending on a reserved Workload, re-approve a workload that comes back
-within the grace window after an eviction, withdraw requests whose workload
-left, and expire those nobody decided in time. Each step reads what sync
-recorded and is safe to run twice or concurrently (unique constraints, CAS)."""
+"""The controller's view of requests over time. A request answers one quota
+reservation: one is raised when Kueue reserves quota for a Workload and sets
+the check Pending; a workload evicted and back within the grace window after
+an approval is re-approved; a pending request whose workload lost that
+reservation (or whose job was cancelled) is withdrawn; one nobody decided in
+time expires. Each step reads what sync recorded and is safe to run twice or
+concurrently (unique constraints, compare-and-set)."""
 
 from __future__ import annotations
 
@@ -91,6 +93,8 @@ def _create(
 ) -> ApprovalRequest | None:
     """The next request for ``workload``; None if another controller made it."""
     job = _job_of(workload)
+    if job is not None and job.state in (JobState.CANCELLING, JobState.CANCELLED):
+        return None  # being deleted: nobody should be asked
     fields = {
         "workload_uid": workload.uid,
         "namespace": workload.namespace,

@@ -100,6 +100,9 @@ class ApprovalRequest(models.Model):
     notified_at = models.DateTimeField(null=True, blank=True)
     # When the decision was seen on the Workload (None: still to write).
     applied_at = models.DateTimeField(null=True, blank=True)
+    # Whether the Workload shows the decision (False: closed unwritten, because
+    # the Workload left or the reservation it answered ended: superseded).
+    written = models.BooleanField(default=False)
     apply_attempts = models.PositiveIntegerField(default=0)
     # Set for a request the controller re-approved itself (within the grace window).
     reapproval_of = models.ForeignKey(

@@ -134,8 +134,16 @@ class ClusterBackend(Protocol):
         """Changes after ``resource_version``; WatchExpired when it is too old."""
 
     def patch_status(
-        self, rtype: ResourceType, name: str, namespace: str | None, status: Mapping[str, Any]
-    ) -> dict[str, Any]: ...
+        self,
+        rtype: ResourceType,
+        name: str,
+        namespace: str | None,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        """Server-side apply of ``status`` (field manager ``berth``, forced); with
+        ``resource_version``, a 409 (transient) if the object changed since."""
 
 
 def type_of(obj: Mapping[str, Any]) -> ResourceType:

@@ -306,12 +306,24 @@ class KubernetesBackend:
             raise _error(exc, what) from exc
 
     def patch_status(
-        self, rtype: ResourceType, name: str, namespace: str | None, status: Mapping[str, Any]
+        self,
+        rtype: ResourceType,
+        name: str,
+        namespace: str | None,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": name}
+        if namespace:
+            metadata["namespace"] = namespace
+        if resource_version:
+            # The API server refuses (409) an apply whose resourceVersion is stale.
+            metadata["resourceVersion"] = resource_version
         body = {
             "apiVersion": rtype.api_version,
             "kind": rtype.kind,
-            "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
+            "metadata": metadata,
             "status": dict(status),
         }
         what = f"patch status of {rtype.kind} {name}"

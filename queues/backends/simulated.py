@@ -246,7 +246,13 @@ class SimulatedBackend:
             SimulatedEvent.objects.filter(pk=event_id).update(body=body)
 
     def patch_status(
-        self, rtype: ResourceType, name: str, namespace: str | None, status: Mapping[str, Any]
+        self,
+        rtype: ResourceType,
+        name: str,
+        namespace: str | None,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
         with transaction.atomic():
             row = (
@@ -256,6 +262,15 @@ class SimulatedBackend:
             )
             if row is None:
                 raise BackendError(f"{rtype.kind} {name} not found", status=404)
+            if resource_version and str(row.resource_version) != str(resource_version):
+                raise BackendError(
+                    f"patch status of {rtype.kind} {name}: Operation cannot be fulfilled: "
+                    "the object has been modified; please apply your changes to the latest "
+                    "version and try again",
+                    status=409,
+                    reason="Conflict",
+                    transient=True,
+                )
             body = dict(row.body)
             body["status"] = merge_status(body.get("status") or {}, status)
             return self._store(row, body, created=False)

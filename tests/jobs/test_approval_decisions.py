@@ -185,3 +185,43 @@ def test_a_request_past_its_deadline_cannot_be_approved(people: dict[str, Any]) 
     request.refresh_from_db()
     assert request.state == ApprovalState.EXPIRED and request.decided_by is None
     assert list(request.events.values_list("action", flat=True)) == ["expired"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_racing_the_expiry_at_the_deadline_loses(people: dict[str, Any]) -> None:
+    """An approver presses just before the deadline while the controller pass
+    expires the request: one of the two changes the row, and the approver is
+    told it expired."""
+    import time
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.approvals.decide import expire
+
+    request = approval_request(people["alice"], expires_at=timezone.now() + timedelta(seconds=2))
+    outcome: dict[str, Any] = {}
+
+    def press() -> None:
+        try:
+            outcome["result"] = decide(people["carol"], request.pk, approve=True)
+        except AlreadyDecided as exc:
+            outcome["result"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=press)
+    with transaction.atomic():  # the pass, holding the row while it expires it
+        ApprovalRequest.objects.select_for_update().get(pk=request.pk)
+        thread.start()
+        wait_until(lambda: _waiting_on_locks() >= 1, "the decision to wait on the row")
+        while timezone.now() <= request.expires_at:
+            time.sleep(0.1)
+        assert expire(request, timezone.now())
+    thread.join(timeout=30)
+    assert isinstance(outcome["result"], AlreadyDecided), outcome
+    assert "already expired" in outcome["result"].message
+    request.refresh_from_db()
+    assert request.state == ApprovalState.EXPIRED and request.decided_by is None
+    # Expired, then closed by the apply task (no Workload here); never approved.
+    assert list(request.events.values_list("action", flat=True)) == ["expired", "applied"]

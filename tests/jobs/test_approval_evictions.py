@@ -64,8 +64,15 @@ def test_within_the_grace_window_an_unwritten_approval_carries_over(
     assert result["reapproved"] == 1 and result["raised"] == 0
     again = ApprovalRequest.objects.get(job_id=job_id, attempt=2)
     assert again.state == ApprovalState.APPROVED and again.reapproval_of == request
+    # The first approval was not written to the new reservation; the re-approval was.
+    request.refresh_from_db()
+    assert request.written is False
+    assert "superseded" in request.events.get(action=ApprovalAction.APPLIED).message
+    again.refresh_from_db()
+    assert again.written is True
     check = workload_check(cluster, job_id)
     assert check is not None and check["state"] == "Ready"
+    assert "Re-approved" in check["message"]
     cluster.at(t0 + 4)
     assert state(job_id) == JobState.RUNNING
 

@@ -225,19 +225,44 @@ def test_an_evicted_approved_workload_back_after_the_grace_window_is_asked_again
 
 
 def test_a_request_is_withdrawn_when_its_job_is_cancelled(org: Org, people: dict[str, Any]) -> None:
-    from jobs.services import delete_from_cluster
-
+    """Cancelled, its delete not yet done: the workload still holds its quota."""
     cluster = Cluster()
     t0 = time.time()
     job_id, request = raise_request(cluster, org, t0)
-    assert org.alice.delete(f"{URL}{job_id}/").status_code == 202
-    delete_from_cluster(cluster.backend, job_id)
-    cluster.at(t0 + 1)
+    assert org.alice.delete(f"{URL}{job_id}/").status_code == 202  # the delete task waits
+    assert state(job_id) == JobState.CANCELLING
+    assert workload_check(cluster, job_id) is not None  # still reserved, still Pending
     assert drive_approvals(cluster.backend)["withdrawn"] == 1
     request.refresh_from_db()
     assert request.state == ApprovalState.WITHDRAWN
     assert request.events.filter(action=ApprovalAction.WITHDRAWN).count() == 1
-    assert drive_approvals(cluster.backend)["withdrawn"] == 0  # once
+    again = drive_approvals(cluster.backend)
+    assert (again["withdrawn"], again["raised"]) == (0, 0)  # once, and nobody asked again
+
+
+def test_a_stale_status_write_is_refused(org: Org) -> None:
+    """The precondition a decision's write carries: the version it read."""
+    from queues.backends.base import BackendError
+
+    cluster = Cluster()
+    job_id = cluster.submit(org.alice, **URGENT)
+    cluster.at(time.time())
+    job = JobRequest.objects.get(pk=job_id)
+    assert job.workload is not None
+    read = cluster.backend.get(TYPES["Workload"], job.workload.name, job.namespace)
+    assert read is not None
+    cluster.backend.patch_status(
+        TYPES["Workload"], job.workload.name, job.namespace, {"requeueState": {"count": 1}}
+    )  # someone else wrote meanwhile
+    with pytest.raises(BackendError) as refused:
+        cluster.backend.patch_status(
+            TYPES["Workload"],
+            job.workload.name,
+            job.namespace,
+            {"admissionChecks": []},
+            resource_version=read["metadata"]["resourceVersion"],
+        )
+    assert refused.value.status == 409 and refused.value.transient
 
 
 def test_the_admission_check_is_kept_active(org: Org) -> None:
