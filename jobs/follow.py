@@ -101,7 +101,7 @@ def figures(
         events = list(record.events.order_by("at", "id").values_list("type", "at"))
     admitted = [at for kind, at in events if kind == EventType.ADMITTED]
     segments = _segments(events, now)
-    interval = job.checkpoint_interval_seconds if job.checkpoint_uri else None
+    interval = job.checkpoint_interval
     lost = 0.0
     for seconds, evicted in segments:
         if evicted:

@@ -22,8 +22,6 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-
 from jobs.cluster_state import ClusterState, cluster_state
 from jobs.models import EventType, JobRequest, WorkloadEvent, WorkloadRecord
 from queues.engine.scheduler import Scheduler
@@ -52,19 +50,13 @@ def _trial_victims(record: WorkloadRecord, state: ClusterState) -> dict[str, flo
     }
 
 
-def _checkpoint_interval(job: JobRequest | None) -> float | None:
-    if job is None or not job.checkpoint_uri:
-        return None
-    return float(job.checkpoint_interval_seconds or settings.BERTH_CHECKPOINT_INTERVAL)
-
-
 def _row(
     victim: WorkloadRecord,
     job: JobRequest | None,
     running: float,
     status: str,
 ) -> dict[str, Any]:
-    interval = _checkpoint_interval(job)
+    interval = job.checkpoint_interval if job is not None else None
     since_checkpoint = running % interval if interval else running
     return {
         "workload": f"{victim.namespace}/{victim.name}",

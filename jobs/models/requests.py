@@ -124,6 +124,14 @@ class JobRequest(models.Model):
         return self.state in TERMINAL_STATES
 
     @property
+    def checkpoint_interval(self) -> float | None:
+        """Seconds between its checkpoints (None: it keeps none, so a
+        preemption loses all its work). Submit fills in the default interval."""
+        if not self.checkpoint_uri or not self.checkpoint_interval_seconds:
+            return None
+        return float(self.checkpoint_interval_seconds)
+
+    @property
     def wait_seconds(self) -> float | None:
         """Submitted to first admitted."""
         if self.admitted_at is None:
