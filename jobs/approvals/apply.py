@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import F
@@ -30,12 +30,6 @@ WORKLOAD = TYPES["Workload"]
 ADMISSION_CHECK = TYPES["AdmissionCheck"]
 
 
-def _duration(seconds: float) -> str:
-    delta = timedelta(seconds=int(seconds))
-    hours, rest = divmod(int(delta.total_seconds()), 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m"
-
-
 def reserved_at(workload: Mapping[str, Any]) -> datetime | None:
     """When the quota the Workload holds was reserved (None: it holds none)."""
     if not (workload.get("status") or {}).get("admission"):
@@ -55,9 +49,9 @@ def desired_check(request: ApprovalRequest) -> tuple[str, str]:
         text = f"Approved by {who} (approval #{request.pk})"
         return "Ready", f"{text}: {request.comment}" if request.comment else text
     if request.state == ApprovalState.EXPIRED:
-        waited = _duration((request.expires_at - request.created_at).total_seconds())
         return "Rejected", (
-            f"Rejected (expired): nobody decided approval #{request.pk} within {waited}"
+            f"Rejected (expired): nobody decided approval #{request.pk} within "
+            f"{request.window_minutes} minutes"
         )
     return "Rejected", f"Rejected by {who} (approval #{request.pk}): {request.comment}"
 

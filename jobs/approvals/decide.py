@@ -112,11 +112,10 @@ def expire(request: ApprovalRequest, now: datetime) -> bool:
             pk=request.pk, state=ApprovalState.PENDING, expires_at__lte=now
         ).update(state=ApprovalState.EXPIRED, decided_at=now, comment="expired")
         if changed:
-            waited = round((request.expires_at - request.created_at).total_seconds() / 60)
             record(
                 request,
                 ApprovalAction.EXPIRED,
-                message=f"expired: nobody decided within {waited} minutes",
+                message=f"expired: nobody decided within {request.window_minutes} minutes",
                 at=now,
             )
             transaction.on_commit(lambda: _queue_apply(request.pk))

@@ -31,7 +31,6 @@ from jobs.models import (
     WorkloadRecord,
     WorkloadState,
 )
-from jobs.sync import parse_time
 from queues.models import ClusterQueue
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,6 @@ def _create(
     now: datetime,
     *,
     attempt: int,
-    pending_since: datetime | None,
     reapproval_of: ApprovalRequest | None = None,
     engine: _EngineView | None = None,
 ) -> ApprovalRequest | None:
@@ -111,7 +109,6 @@ def _create(
         "priority_class": workload.priority_class,
         "justification": job.justification if job else "",
         "reserved_at": workload.reserved_at,
-        "check_pending_since": pending_since,
         "created_at": now,
         "expires_at": now + timedelta(seconds=settings.BERTH_APPROVAL_TIMEOUT),
     }
@@ -169,15 +166,11 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
     reapproved: list[ApprovalRequest] = []
     engine = _EngineView()
     for workload in waiting_for_approval():
-        check = workload.admission_checks.get(CHECK_NAME, {})
-        pending_since = parse_time(check.get("lastTransitionTime"))
         latest = (
             ApprovalRequest.objects.filter(workload_uid=workload.uid).order_by("-attempt").first()
         )
         if latest is None:
-            if created := _create(
-                workload, now, attempt=1, pending_since=pending_since, engine=engine
-            ):
+            if created := _create(workload, now, attempt=1, engine=engine):
                 raised.append(created)
             continue
         if latest.state == ApprovalState.PENDING or latest.reserved_at == workload.reserved_at:
@@ -191,14 +184,11 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
                     workload,
                     now,
                     attempt=latest.attempt + 1,
-                    pending_since=pending_since,
                     reapproval_of=origin,
                 ):
                     reapproved.append(created)
                 continue
-        if created := _create(
-            workload, now, attempt=latest.attempt + 1, pending_since=pending_since, engine=engine
-        ):
+        if created := _create(workload, now, attempt=latest.attempt + 1, engine=engine):
             raised.append(created)
     return raised, reapproved
 

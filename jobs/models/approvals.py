@@ -75,8 +75,6 @@ class ApprovalRequest(models.Model):
     # The reservation this request answers (the Workload's QuotaReserved time):
     # a decision is written only while that reservation holds.
     reserved_at = models.DateTimeField(null=True, blank=True)
-    # The Pending check's lastTransitionTime when the request was raised.
-    check_pending_since = models.DateTimeField(null=True, blank=True)
 
     state = models.CharField(
         max_length=16,
@@ -133,6 +131,11 @@ class ApprovalRequest(models.Model):
     @property
     def workload_key(self) -> str:
         return f"{self.namespace}/{self.workload_name}"
+
+    @property
+    def window_minutes(self) -> int:
+        """How long it had for a decision (its deadline, from when it was raised)."""
+        return round((self.expires_at - self.created_at).total_seconds() / 60)
 
     @property
     def is_decided(self) -> bool:
