@@ -27,7 +27,7 @@ from django.utils.dateparse import parse_datetime
 
 from accounts.models import AccessDenial
 from accounts.services import record_access_denial
-from frontend.views.common import page, paginate, query_without
+from frontend.views.common import hidden, page, paginate, query_without
 from jobs import selectors as job_selectors
 from jobs.approvals.access import (
     NotAllowed,
@@ -66,12 +66,7 @@ def may_open_inbox(user: Any) -> bool:
 
 def _gate(request: HttpRequest) -> None:
     if not may_open_inbox(request.user):
-        record_access_denial(
-            request,
-            reason=AccessDenial.Reason.FORBIDDEN,
-            detail="approvals are for approvers and the teams whose jobs wait for one",
-        )
-        raise Http404("no such page")
+        raise hidden(request, "approvals are for approvers and the teams whose jobs wait for one")
 
 
 @dataclass(frozen=True)
@@ -236,10 +231,10 @@ def detail(request: HttpRequest, approval_id: int) -> HttpResponse:
     approval = _requests(user).select_related("reapproval_of").filter(pk=approval_id).first()
     if approval is None:
         if ApprovalRequest.objects.filter(pk=approval_id).exists():
-            record_access_denial(
+            raise hidden(
                 request,
-                reason=AccessDenial.Reason.FORBIDDEN,
-                detail=f"approval #{approval_id} belongs to another team",
+                f"approval #{approval_id} belongs to another team",
+                "no such approval request of yours",
             )
         raise Http404("no such approval request of yours")
     status = 200

@@ -29,9 +29,7 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from accounts.models import AccessDenial
 from accounts.roles import is_platform_admin
-from accounts.services import record_access_denial
 from frontend.policy_forms import (
     changes,
     form_sections,
@@ -52,7 +50,7 @@ from frontend.policy_kinds import (
     names_of,
 )
 from frontend.policy_plan import FieldChange, PolicyPlan, dry_run, leaf_changes
-from frontend.views.common import page, paginate
+from frontend.views.common import hidden, page, paginate
 from queues import selectors, snapshots
 from queues.choices import (
     CapacityType,
@@ -130,12 +128,7 @@ def admin_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not is_platform_admin(request.user):
-            record_access_denial(
-                request,
-                reason=AccessDenial.Reason.FORBIDDEN,
-                detail="the policy editor is for platform admins",
-            )
-            raise Http404("no such page")
+            raise hidden(request, "the policy editor is for platform admins")
         return view(request, *args, **kwargs)
 
     return login_required(wrapped)
