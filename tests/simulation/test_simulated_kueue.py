@@ -226,7 +226,8 @@ def test_nodes_match_the_nominal_gpu_quota_and_are_added_once(backend: Simulated
     assert ensure_nodes(backend) == 0
 
 
-def test_the_load_generator_submits_to_team_queues(db: Any) -> None:
+def team_a_cluster() -> SimulatedBackend:
+    """The scenario's policy with its namespace as team-a's, and team-a's own queue."""
     backend = SimulatedBackend()
     for obj in kueue_objects():
         if obj["kind"] == "Namespace":
@@ -234,6 +235,11 @@ def test_the_load_generator_submits_to_team_queues(db: Any) -> None:
         if obj["kind"] == "LocalQueue":
             obj["metadata"]["name"] = "team-a"
         backend.create(obj)
+    return backend
+
+
+def test_the_load_generator_submits_to_team_queues(db: Any) -> None:
+    backend = team_a_cluster()
     # 6 jobs an hour per namespace: ten simulated hours bring some, every one suspended.
     created = generate(backend, time.time(), 36000, random.Random(7))
     jobs = backend.list(TYPES["Job"])[0]
@@ -243,13 +249,7 @@ def test_the_load_generator_submits_to_team_queues(db: Any) -> None:
 
 
 def test_the_load_generator_sends_a_few_jobs_to_the_urgent_queue(db: Any) -> None:
-    backend = SimulatedBackend()
-    for obj in kueue_objects():
-        if obj["kind"] == "Namespace":
-            obj["metadata"]["labels"] = {"berth.dev/team": "team-a"}
-        if obj["kind"] == "LocalQueue":
-            obj["metadata"]["name"] = "team-a"
-        backend.create(obj)
+    backend = team_a_cluster()
     urgent = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "LocalQueue",
