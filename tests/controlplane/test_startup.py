@@ -130,6 +130,13 @@ def test_full_stack_variables_are_used(tmp_path: Path) -> None:
         ),
         ("BERTH_NODE_GPUS", "0", "BERTH_NODE_GPUS=0 is too small"),
         (
+            "BERTH_APPROVAL_WEBHOOK_URL",
+            "hooks.slack.com/services/x",
+            "BERTH_APPROVAL_WEBHOOK_URL='hooks.slack.com/services/x' is not an http(s) URL",
+        ),
+        ("BERTH_APPROVAL_TIMEOUT", "30", "BERTH_APPROVAL_TIMEOUT=30 is too small"),
+        ("BERTH_APPROVAL_GRACE", "-1", "BERTH_APPROVAL_GRACE=-1 is too small"),
+        (
             "DATABASE_URL",
             "postgresql://u@[::1/db",
             "DATABASE_URL='postgresql://u@[::1/db' is not a valid URL",

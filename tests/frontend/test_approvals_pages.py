@@ -300,6 +300,19 @@ def test_a_reject_without_a_reason_shows_the_error_and_changes_nothing(
     assert ApprovalEvent.objects.count() == events
 
 
+def test_an_unknown_action_is_refused_and_changes_nothing(
+    people: dict[str, Any], asked: ApprovalRequest
+) -> None:
+    response = signed_in(people, "carol").post(
+        f"/approvals/{asked.pk}/", {"action": "escalate", "comment": "x"}
+    )
+    assert response.status_code == 400
+    assert "choose Approve or Reject" in response.content.decode()
+    asked.refresh_from_db()
+    assert (asked.state, asked.decided_by) == (ApprovalState.PENDING, None)
+    assert not ApprovalEvent.objects.filter(request=asked).exists()
+
+
 def test_a_second_decision_is_told_who_decided_first(
     people: dict[str, Any], asked: ApprovalRequest
 ) -> None:
