@@ -4,6 +4,7 @@ it refuses to start on anything else rather than silently testing SQLite."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,6 +12,9 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from tests import factories
+from tests.envtest import unavailable
+from tests.envtest.cluster import EnvtestCluster
+from tests.envtest.controlplane import ControlPlane, Unavailable, find_assets, find_crds
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,3 +61,28 @@ def clients(users: dict[str, Any]) -> dict[str, APIClient]:
 @pytest.fixture
 def admin_client(clients: dict[str, APIClient]) -> APIClient:
     return clients["admin"]
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """One real etcd + kube-apiserver for the session (``KUBEBUILDER_ASSETS``),
+    the CRDs installed (``BERTH_CRDS_DIR``) and Berth's ServiceAccount bound to
+    the role in deploy/base/rbac.yaml. Skips, saying what to set, without them."""
+    try:
+        assets, crds = find_assets(), find_crds()
+    except Unavailable as exc:
+        unavailable(str(exc))
+    with ControlPlane(assets, crds) as plane:
+        yield plane
+
+
+@pytest.fixture
+def kube(control_plane: ControlPlane) -> Iterator[EnvtestCluster]:
+    """The real API server, emptied of what earlier tests left: Berth's backend
+    as its ServiceAccount, the test as the admin."""
+    cluster = EnvtestCluster(control_plane)
+    cluster.reset()
+    try:
+        yield cluster
+    finally:
+        cluster.close()

@@ -1,4 +1,4 @@
-"""The JobSet, PyTorchJob and TrainJob CRDs in ../shared/crds (data, not
+"""The JobSet, PyTorchJob and TrainJob CRDs of ``BERTH_CRDS_DIR`` (data, not
 copied into the project), to check what Berth renders the way an API server
 with those CRDs installed would: their OpenAPI schemas with unknown fields
 refused, their CEL rules, and a few rules of the projects' webhooks.
@@ -15,15 +15,14 @@ import copy
 import re
 from collections.abc import Callable, Iterator
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
+from tests.envtest import crds_dir
 from tests.kueue.crds import UPDATE_ONLY, rules_at
 
-CRDS = Path(__file__).resolve().parents[3] / "shared" / "crds"
 FILES = {
     "JobSet": ("jobset-v0.12.0/jobset.x-k8s.io_jobsets.yaml", "v1alpha2"),
     "PyTorchJob": ("training-operator-v1.9.4/kubeflow.org_pytorchjobs.yaml", "v1"),
@@ -52,7 +51,7 @@ OBJECT_META = {
 def schema(kind: str) -> dict[str, Any]:
     """The CRD's OpenAPI v3 schema for the version Berth writes, as published."""
     path, version = FILES[kind]
-    document = yaml.safe_load((CRDS / path).read_text())
+    document = yaml.safe_load((crds_dir() / path).read_text())
     for entry in document["spec"]["versions"]:
         if entry["name"] == version:
             return dict(entry["schema"]["openAPIV3Schema"])

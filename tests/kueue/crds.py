@@ -1,16 +1,18 @@
-"""The Kueue CRDs in ../shared/crds (data, not copied into the project): their
-v1beta2 OpenAPI schemas and CEL rules, to check what Berth renders."""
+"""The Kueue CRDs of ``BERTH_CRDS_DIR`` (default ../shared/crds; data, not
+copied into the project): their v1beta2 OpenAPI schemas and CEL rules, to check
+what Berth renders."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-CRDS = Path(__file__).resolve().parents[3] / "shared" / "crds" / "kueue-v0.19.2"
+from tests.envtest import crds_dir
+
+KUEUE_FOLDER = "kueue-v0.19.2"
 FILES = {
     "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
     "Cohort": "kueue.x-k8s.io_cohorts.yaml",
@@ -24,7 +26,7 @@ FILES = {
 
 @cache
 def schema(kind: str, version: str = "v1beta2") -> dict[str, Any]:
-    document = yaml.safe_load((CRDS / FILES[kind]).read_text())
+    document = yaml.safe_load((crds_dir() / KUEUE_FOLDER / FILES[kind]).read_text())
     for entry in document["spec"]["versions"]:
         if entry["name"] == version:
             return dict(entry["schema"]["openAPIV3Schema"])

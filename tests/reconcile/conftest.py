@@ -10,12 +10,11 @@ from tests.reconcile.clusters import ClusterUnderTest, SimulatedCluster
 
 @pytest.fixture(params=["simulated", "kubernetes"])
 def cluster(request: pytest.FixtureRequest, db: Any, settings: Any) -> Iterator[ClusterUnderTest]:
+    """Berth's simulated cluster, and a real kube-apiserver with Berth as its
+    ServiceAccount (tests/envtest)."""
     settings.BERTH_RECONCILE_RETRY_BASE = 0.001
     settings.BERTH_RECONCILE_ON_CHANGE = False
     if request.param == "simulated":
         yield SimulatedCluster()
         return
-    from tests.reconcile.kube_cluster import KubeCluster
-
-    with KubeCluster() as kube:
-        yield kube
+    yield request.getfixturevalue("kube")
