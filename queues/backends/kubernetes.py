@@ -275,29 +275,29 @@ class KubernetesBackend:
         return self._complete(_json(response), rtype)
 
     def delete(self, rtype: ResourceType, name: str, namespace: str | None = None) -> None:
+        """Delete an object and, through the garbage collector, what it owns. The
+        API's default for a batch Job is to orphan its pods, which would leave a
+        cancelled job's pods running on their GPUs: the policy is named."""
         what = f"delete {rtype.kind} {name}"
+        options: dict[str, Any] = {
+            "propagation_policy": "Background",
+            "_request_timeout": self.timeout,
+        }
         try:
             if rtype.group and rtype.namespaced:
                 self.custom.delete_namespaced_custom_object(
-                    rtype.group,
-                    rtype.version,
-                    namespace or "",
-                    rtype.plural,
-                    name,
-                    _request_timeout=self.timeout,
+                    rtype.group, rtype.version, namespace or "", rtype.plural, name, **options
                 )
             elif rtype.group:
                 self.custom.delete_cluster_custom_object(
-                    rtype.group, rtype.version, rtype.plural, name, _request_timeout=self.timeout
+                    rtype.group, rtype.version, rtype.plural, name, **options
                 )
             elif rtype.namespaced:  # Service
                 self.core.delete_namespaced_service(
-                    name, namespace or "", _preload_content=False, _request_timeout=self.timeout
+                    name, namespace or "", _preload_content=False, **options
                 )
             else:
-                self.core.delete_namespace(
-                    name, _preload_content=False, _request_timeout=self.timeout
-                )
+                self.core.delete_namespace(name, _preload_content=False, **options)
         except ApiException as exc:
             if exc.status == 404:
                 return  # already gone: the goal is reached

@@ -62,12 +62,12 @@ class EnvtestCluster:
         self.plane = plane
         self._berth_api = plane.berth_client()
         self.backend = KubernetesBackend(self._berth_api, request_timeout=30)
-        self._admin_api = plane.api_client()
+        self.admin_api = plane.api_client()
         self._since = plane.audit.offset()
 
     def close(self) -> None:
         self._berth_api.close()
-        self._admin_api.close()
+        self.admin_api.close()
 
     # ---------------------------------------------------------- admin calls
 
@@ -81,7 +81,7 @@ class EnvtestCluster:
         query: list[tuple[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """One request as the admin; the answer as a dict (ApiException on an error)."""
-        serialized = self._admin_api.param_serialize(
+        serialized = self.admin_api.param_serialize(
             method,
             path,
             query_params=query or [],
@@ -89,7 +89,7 @@ class EnvtestCluster:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self._admin_api.call_api(*serialized)
+        response = self.admin_api.call_api(*serialized)
         data = response.read()
         if not 200 <= response.status <= 299:
             raise ApiException(http_resp=response, body=data.decode(errors="replace"))
@@ -149,7 +149,11 @@ class EnvtestCluster:
 
     def remove(self, kind: str, name: str, namespace: str = "") -> None:
         """Someone (or a controller) deletes an object."""
-        self.call("DELETE", _rtype_path(TYPES[kind], name, namespace or None))
+        self.call(
+            "DELETE",
+            _rtype_path(TYPES[kind], name, namespace or None),
+            query=[("propagationPolicy", "Background")],
+        )
 
     def set_status(
         self,
@@ -244,8 +248,10 @@ class EnvtestCluster:
                 )
         if not items:
             return
-        if plural == "services":
+        # Background: no ``orphan`` finalizer that only a garbage collector removes.
+        background = [("propagationPolicy", "Background")]
+        if plural == "services":  # no deletecollection for Services
             for item in items:
-                self.call("DELETE", f"{path}/{item['metadata']['name']}")
+                self.call("DELETE", f"{path}/{item['metadata']['name']}", query=background)
             return
-        self.call("DELETE", path)  # deletecollection
+        self.call("DELETE", path, query=background)

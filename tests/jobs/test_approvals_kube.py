@@ -1,7 +1,10 @@
 """Berth as the controller of Kueue's ``berth-approval`` AdmissionCheck, end to end over HTTP:
 Berth's KubernetesBackend (the official client, configured from a kubeconfig as in
-production) against the loopback API-server double, with the test playing Kueue and a
-provisioning controller as the other managers of the Workload's status.
+production, as Berth's ServiceAccount) against a real kube-apiserver with Kueue's CRDs, with
+the test playing Kueue and a provisioning controller as the other managers of the Workload's
+status. Server-side apply, list-map merging of ``admissionChecks`` and field ownership are the
+API server's own. A status write that fails with a 500 needs the loopback double (a real server
+cannot be made to answer one on demand).
 
 Reconcile creates the AdmissionCheck and the gated ClusterQueue ``urgent``; the controller
 keeps the check Active; alice's job gets a Workload that Kueue reserves quota for, with two
@@ -13,7 +16,8 @@ the next pass."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -44,6 +48,8 @@ from queues.backends import get_backend
 from queues.backends.kubernetes import KubernetesBackend
 from queues.models import ReconcileRun
 from queues.reconcile import reconcile
+from tests.envtest.cluster import EnvtestCluster
+from tests.envtest.controlplane import ControlPlane
 from tests.jobs.approval_support import approvers
 from tests.jobs.conftest import Org, job
 from tests.kube.apiserver import FakeApiServer
@@ -66,7 +72,7 @@ ENTRY_FIELDS: dict[str, Any] = {
 
 
 def write_kubeconfig(home: Path, server: str) -> None:
-    """~/.kube/config with one context (the client reads KUBECONFIG only at import)."""
+    """~/.kube/config naming the double (the client reads KUBECONFIG only at import)."""
     (home / ".kube").mkdir()
     config = {
         "apiVersion": "v1",
@@ -90,7 +96,6 @@ def condition(kind: str, reason: str, message: str = "") -> dict[str, Any]:
 class Kueue:
     """Kueue and its provisioning controller, writing as other managers over HTTP."""
 
-    server: FakeApiServer
     api: client.CustomObjectsApi
 
     def workload_for(self, owner: dict[str, Any]) -> str:
@@ -209,9 +214,7 @@ class Kueue:
         self._status(name, {"admission": None, "conditions": [evicted, released]})
 
     def workload(self, name: str) -> dict[str, Any]:
-        found = self.server.get_object(KUEUE, "workloads", name, "research")
-        assert found is not None, name
-        return found
+        return dict(self.api.get_namespaced_custom_object(KUEUE, V, "research", "workloads", name))
 
     def checks(self, name: str) -> dict[str, dict[str, Any]]:
         return {c["name"]: c for c in self.workload(name)["status"]["admissionChecks"]}
@@ -219,21 +222,26 @@ class Kueue:
 
 @dataclass
 class Cluster:
-    server: FakeApiServer
+    """Berth's backend, Kueue, and what the test reads as the cluster's admin."""
+
     backend: KubernetesBackend
     kueue: Kueue
+    get_object: Callable[..., dict[str, Any] | None]
+    # Berth's status writes to a Workload: (query string, or the double's call).
+    status_patches: Callable[[str], list[Any]]
+    writes: Callable[[], int]
+    faults: FakeApiServer | None = None  # the double, to make it fail on purpose
 
 
-@pytest.fixture
-def cluster(
-    org: Org, tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Cluster]:
-    """BERTH_CLUSTER=kubernetes with a kubeconfig naming the double, so the apply task (run
-    in-process after commit) reaches it as in production; the org's policy reconciled."""
-    server = FakeApiServer().start()
-    write_kubeconfig(tmp_path, server.url)
+@contextmanager
+def berth_from_kubeconfig(
+    home: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[KubernetesBackend]:
+    """BERTH_CLUSTER=kubernetes with ~/.kube/config in ``home``, so the apply task (run
+    in-process after commit) reaches the cluster as in production; the org's policy
+    reconciled."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(home))
     settings.BERTH_CLUSTER = "kubernetes"
     settings.BERTH_KUBE_CONTEXT = ""
     get_backend.cache_clear()
@@ -242,11 +250,84 @@ def cluster(
         assert isinstance(backend, KubernetesBackend)
         run = reconcile(backend)
         assert run.status == ReconcileRun.Status.SUCCEEDED, run.errors
-        with server.api_client() as api:
-            yield Cluster(server, backend, Kueue(server, client.CustomObjectsApi(api)))
+        yield backend
     finally:
         get_backend.cache_clear()
         kubernetes.client.Configuration.set_default(None)
+
+
+@pytest.fixture
+def cluster(
+    org: Org,
+    kube: EnvtestCluster,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Cluster]:
+    """A real API server; Berth as its ServiceAccount."""
+    (tmp_path / ".kube").mkdir()
+    control_plane.kubeconfig(tmp_path / ".kube" / "config", token=control_plane.berth_token)
+
+    def get_object(
+        group: str, plural: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        kind = {"workloads": "Workload", "jobs": "Job", "clusterqueues": "ClusterQueue"}.get(
+            plural
+        ) or {"admissionchecks": "AdmissionCheck", "localqueues": "LocalQueue"}[plural]
+        return kube.get(kind, name, namespace or "")
+
+    def status_patches(name: str) -> list[str]:
+        return [
+            event["requestURI"]
+            for event in kube.berth_requests()
+            if event["verb"] == "patch"
+            and event["objectRef"].get("resource") == "workloads"
+            and event["objectRef"].get("subresource") == "status"
+            and event["objectRef"].get("name") == name
+        ]
+
+    with berth_from_kubeconfig(tmp_path, settings, monkeypatch) as backend:
+        yield Cluster(
+            backend,
+            Kueue(client.CustomObjectsApi(kube.admin_api)),
+            get_object,
+            status_patches,
+            kube.writes,
+        )
+
+
+@pytest.fixture
+def double(
+    org: Org, tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Cluster]:
+    """The loopback API-server double, for a 500 no real server answers on demand."""
+    server = FakeApiServer().start()
+    write_kubeconfig(tmp_path, server.url)
+    try:
+        with (
+            berth_from_kubeconfig(tmp_path, settings, monkeypatch) as backend,
+            server.api_client() as api,
+        ):
+
+            def patches(name: str) -> list[Any]:
+                return [
+                    call
+                    for call in server.write_calls()
+                    if call.method == "PATCH"
+                    and call.path.endswith(f"/workloads/{name}/status")
+                    and call.query.get("fieldManager") == "berth"
+                ]
+
+            yield Cluster(
+                backend,
+                Kueue(client.CustomObjectsApi(api)),
+                server.get_object,
+                patches,
+                lambda: len(server.write_calls()),
+                server,
+            )
+    finally:
         server.stop()
     assert server.internal_errors == []
 
@@ -270,7 +351,7 @@ def submit_urgent(org: Org, django_capture_on_commit_callbacks: Any, cluster: Cl
     with django_capture_on_commit_callbacks(execute=True):
         response = org.alice.post("/api/v1/jobs/", body, format="json")
     assert response.status_code == 201, response.content
-    owner = cluster.server.get_object("batch", "jobs", "release-fix", "research")
+    owner = cluster.get_object("batch", "jobs", "release-fix", "research")
     assert owner is not None and owner["spec"]["suspend"] is True
     name = cluster.kueue.workload_for(owner)
     cluster.kueue.reserve(name)
@@ -300,30 +381,21 @@ def berth_status_fields(workload: dict[str, Any]) -> dict[str, Any]:
     return dict(entry["fieldsV1"])
 
 
-def status_patches(server: FakeApiServer, name: str) -> list[Any]:
-    return [
-        call
-        for call in server.write_calls()
-        if call.method == "PATCH" and call.path.endswith(f"/workloads/{name}/status")
-        and call.query.get("fieldManager") == "berth"
-    ]  # fmt: skip
-
-
 # --- the AdmissionCheck ------------------------------------------------------------------------
 
 
 def test_reconcile_makes_the_check_and_the_controller_keeps_it_active(cluster: Cluster) -> None:
-    check = cluster.server.get_object(KUEUE, "admissionchecks", CHECK_NAME)
+    check = cluster.get_object(KUEUE, "admissionchecks", CHECK_NAME)
     assert check is not None and check["spec"] == {"controllerName": CONTROLLER_NAME}
-    urgent = cluster.server.get_object(KUEUE, "clusterqueues", "urgent")
+    urgent = cluster.get_object(KUEUE, "clusterqueues", "urgent")
     assert urgent is not None
     assert urgent["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": CHECK_NAME}]}
-    local = cluster.server.get_object(KUEUE, "localqueues", "urgent", "research")
+    local = cluster.get_object(KUEUE, "localqueues", "urgent", "research")
     assert local is not None and local["spec"]["clusterQueue"] == "urgent"
     assert "status" not in check  # nobody answers it yet: Kueue would stop ``urgent``
 
     assert keep_check_active(cluster.backend) is True
-    check = cluster.server.get_object(KUEUE, "admissionchecks", CHECK_NAME)
+    check = cluster.get_object(KUEUE, "admissionchecks", CHECK_NAME)
     assert check is not None
     [active] = check["status"]["conditions"]
     assert (active["type"], active["status"], active["reason"]) == ("Active", "True", "Active")
@@ -332,9 +404,9 @@ def test_reconcile_makes_the_check_and_the_controller_keeps_it_active(cluster: C
     assert (entry["manager"], entry["operation"]) == ("berth", "Apply")
     assert list(entry["fieldsV1"]["f:status"]["f:conditions"]) == ['k:{"type":"Active"}']
 
-    cluster.server.reset_calls()
+    writes = cluster.writes()
     assert keep_check_active(cluster.backend) is False  # Active already: no write
-    assert cluster.server.write_calls() == []
+    assert cluster.writes() == writes
     assert reconcile(cluster.backend).write_calls == 0  # status is not reconcile's business
 
 
@@ -353,7 +425,6 @@ def test_an_approval_is_applied_as_berths_own_check_entry_and_kueue_admits(
     assert drive_approvals(cluster.backend)["raised"] == 0  # a second pass raises nothing
     assert cluster.kueue.checks(name)[CHECK_NAME]["state"] == "Pending"
 
-    cluster.server.reset_calls()
     with django_capture_on_commit_callbacks(execute=True):  # the apply task runs after commit
         decide(people["carol"], request.pk, approve=True, comment="ship it")
     checks = cluster.kueue.checks(name)
@@ -373,8 +444,8 @@ def test_an_approval_is_applied_as_berths_own_check_entry_and_kueue_admits(
     [theirs] = [e for e in workload["metadata"]["managedFields"] if e["manager"] == PROVISIONER]
     assert (theirs["operation"], theirs["subresource"]) == ("Apply", "status")
     assert list(theirs["fieldsV1"]["f:status"]["f:admissionChecks"]) == [PROVISION_ENTRY]
-    [patch] = status_patches(cluster.server, name)  # one write: server-side apply, forced
-    assert (patch.content_type, patch.query["force"]) == (APPLY, "true")
+    [patch] = cluster.status_patches(name)  # one write: server-side apply, forced
+    assert "fieldManager=berth" in patch and "force=true" in patch
     request.refresh_from_db()
     assert request.applied_at is not None and request.apply_attempts == 0
     assert actions(request)[-2:] == [ApprovalAction.APPROVED, ApprovalAction.APPLIED]
@@ -387,7 +458,7 @@ def test_an_approval_is_applied_as_berths_own_check_entry_and_kueue_admits(
     outcome = drive_approvals(cluster.backend)
     assert (outcome["raised"], outcome["applied"], outcome["apply_failed"]) == (0, 0, 0)
     assert ApprovalRequest.objects.count() == 1
-    assert len(status_patches(cluster.server, name)) == 1  # nothing written again
+    assert len(cluster.status_patches(name)) == 1  # nothing written again
 
 
 def test_a_rejection_is_applied_as_rejected_with_the_reason(
@@ -448,17 +519,22 @@ def test_a_decision_whose_apply_task_was_lost_is_applied_by_the_next_pass(
     again = drive_approvals(cluster.backend)
     assert (again["raised"], again["reapproved"], again["applied"]) == (0, 0, 0)
     assert ApprovalRequest.objects.count() == 1
-    assert len(status_patches(cluster.server, name)) == 1
+    assert len(cluster.status_patches(name)) == 1
 
 
 def test_a_status_write_the_api_server_fails_is_audited_and_retried_by_the_next_pass(
-    cluster: Cluster, org: Org, people: dict[str, Any], django_capture_on_commit_callbacks: Any
+    double: Cluster,
+    org: Org,
+    people: dict[str, Any],
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
+    cluster = double
     name = submit_urgent(org, django_capture_on_commit_callbacks, cluster)
     request = raised(cluster)
     with django_capture_on_commit_callbacks(execute=False):
         decide(people["erin"], request.pk, approve=True, comment="global approver")
-    cluster.server.fail_next("PATCH", rf"/workloads/{name}/status$", 500)
+    assert cluster.faults is not None
+    cluster.faults.fail_next("PATCH", rf"/workloads/{name}/status$", 500)
 
     outcome = drive_approvals(cluster.backend)
     assert (outcome["applied"], outcome["apply_failed"]) == (0, 1)
@@ -480,4 +556,4 @@ def test_a_status_write_the_api_server_fails_is_audited_and_retried_by_the_next_
         ApprovalAction.APPLY_FAILED,
         ApprovalAction.APPLIED,
     ]
-    assert len(status_patches(cluster.server, name)) == 2  # the failed one and the retry
+    assert len(cluster.status_patches(name)) == 2  # the failed one and the retry

@@ -1,6 +1,7 @@
 """The clusters reconcile and sync tests run against, behind one small interface:
-Berth's simulated backend, and the real kubernetes client talking HTTP to the
-loopback API-server double (tests/kube/apiserver.py)."""
+Berth's simulated backend, and a real kube-apiserver that Berth reaches with the
+official client as its ServiceAccount (tests/envtest/cluster.py). ``backend`` is
+Berth; the other methods are someone else acting on the cluster."""
 
 from __future__ import annotations
 
@@ -23,12 +24,15 @@ class ClusterUnderTest(Protocol):
     ) -> None:
         """Change an object behind Berth's back (someone with kubectl)."""
 
-    def add_foreign(self, obj: dict[str, Any]) -> None:
+    def add_foreign(self, obj: dict[str, Any]) -> Any:
         """An object Berth did not create."""
+
+    def remove(self, kind: str, name: str, namespace: str = "") -> None:
+        """Someone else (a controller, kubectl) deletes an object."""
 
     def set_status(
         self, kind: str, name: str, status: dict[str, Any], namespace: str = ""
-    ) -> None: ...
+    ) -> Any: ...
 
     def writes(self) -> int:
         """Write calls seen so far."""
@@ -53,8 +57,11 @@ class SimulatedCluster:
         change(obj)
         self.backend.replace(obj)
 
-    def add_foreign(self, obj: dict[str, Any]) -> None:
-        self.backend.create(obj)
+    def add_foreign(self, obj: dict[str, Any]) -> Any:
+        return self.backend.create(obj)
+
+    def remove(self, kind: str, name: str, namespace: str = "") -> None:
+        self.backend.delete(TYPES[kind], name, namespace or None)
 
     def set_status(self, kind: str, name: str, status: dict[str, Any], namespace: str = "") -> None:
         self.backend.patch_status(TYPES[kind], name, namespace or None, status)

@@ -16,13 +16,13 @@ from jobs.models import (
     EventType,
     QueueSnapshot,
     QueueStatus,
+    SyncCursor,
     WorkloadEvent,
     WorkloadRecord,
 )
 from jobs.models import WorkloadState as State
 from jobs.snapshots import snapshot_cluster, sync_queue_status
 from jobs.sync import sync_workloads, watch_workloads
-from queues.backends.base import TYPES
 from tests.factories import team
 from tests.reconcile.clusters import ClusterUnderTest
 
@@ -217,7 +217,7 @@ def test_finished_failed_and_deleted_workloads(research: ClusterUnderTest) -> No
         }
         research.set_status("Workload", name, status, namespace="research")
     sync_workloads(research.backend)
-    research.backend.delete(TYPES["Workload"], "job-gone", "research")
+    research.remove("Workload", "job-gone", "research")
     sync_workloads(research.backend)
 
     assert record("job-ok").state == State.FINISHED and record("job-ok").finished_at
@@ -228,7 +228,7 @@ def test_finished_failed_and_deleted_workloads(research: ClusterUnderTest) -> No
 
 
 def test_watch_resumes_and_relists_after_410_without_missing_or_duplicating(
-    research: ClusterUnderTest,
+    research: ClusterUnderTest, caplog: pytest.LogCaptureFixture
 ) -> None:
     research.add_foreign(workload("job-a"))
     sync_workloads(research.backend)
@@ -236,7 +236,9 @@ def test_watch_resumes_and_relists_after_410_without_missing_or_duplicating(
     research.add_foreign(workload("job-b"))
     # The stored resourceVersion is now too old: the server answers 410 Gone.
     research.expire_history()
-    watch_workloads(research.backend, timeout_seconds=1, rounds=2)
+    with caplog.at_level("INFO", logger="jobs.sync"):
+        watch_workloads(research.backend, timeout_seconds=1, rounds=2)
+    assert "expired" in caplog.text  # the server answered 410 Gone; sync relisted
 
     assert record("job-a").state == State.ADMITTED
     assert record("job-b").state == State.PENDING
@@ -254,6 +256,32 @@ def test_watch_resumes_and_relists_after_410_without_missing_or_duplicating(
         EventType.QUOTA_RESERVED,
         EventType.ADMITTED,
     ]
+
+
+def test_bookmarks_move_the_watch_cursor_without_writing_workloads(
+    research: ClusterUnderTest,
+) -> None:
+    research.add_foreign(workload("job-a"))
+    listed = int(sync_workloads(research.backend))
+    records = WorkloadRecord.objects.count()
+    applied = 0
+    for attempt in range(8):
+        # Writes elsewhere move the cluster's resourceVersion on; a bookmark
+        # tells the watcher so, with no Workload in it.
+        research.add_foreign(
+            {
+                "apiVersion": KUEUE,
+                "kind": "ResourceFlavor",
+                "metadata": {"name": f"elsewhere-{attempt}"},
+                "spec": {},
+            }
+        )
+        applied += watch_workloads(research.backend, timeout_seconds=3, rounds=1)
+        cursor = SyncCursor.objects.get(kind="Workload")
+        if int(cursor.resource_version) > listed:
+            break
+    assert int(cursor.resource_version) > listed, "no bookmark arrived"
+    assert applied == 0 and WorkloadRecord.objects.count() == records
 
 
 def test_snapshots_record_usage_borrowing_and_lending(research: ClusterUnderTest) -> None:
@@ -344,7 +372,13 @@ def test_queue_status_is_mirrored_only_when_it_changes(research: ClusterUnderTes
             "spec": {"clusterQueue": "research"},
         }
     )
-    active = {"type": "Active", "status": "True", "reason": "Ready", "message": "Can admit"}
+    active = {
+        "type": "Active",
+        "status": "True",
+        "reason": "Ready",
+        "message": "Can admit",
+        "lastTransitionTime": T1,
+    }
     research.set_status(
         "ClusterQueue",
         "research",
@@ -375,6 +409,6 @@ def test_queue_status_is_mirrored_only_when_it_changes(research: ClusterUnderTes
     cq.refresh_from_db()
     assert (cq.pending_workloads, cq.admitted_workloads) == (0, 4)
 
-    research.backend.delete(TYPES["LocalQueue"], "research", "research")
+    research.remove("LocalQueue", "research", "research")
     sync_queue_status(research.backend)
     assert not QueueStatus.objects.filter(kind="LocalQueue").exists()
