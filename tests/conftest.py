@@ -79,10 +79,16 @@ def control_plane() -> Iterator[ControlPlane]:
 @pytest.fixture
 def kube(control_plane: ControlPlane) -> Iterator[EnvtestCluster]:
     """The real API server, emptied of what earlier tests left: Berth's backend
-    as its ServiceAccount, the test as the admin."""
+    as its ServiceAccount, the test as the admin. Fails the test if Berth was
+    refused anything for want of a permission, even where Berth carried on."""
     cluster = EnvtestCluster(control_plane)
     cluster.reset()
     try:
         yield cluster
     finally:
         cluster.close()
+    refused = cluster.forbidden()
+    assert not refused, (
+        "Berth's ServiceAccount lacks permissions it used (deploy/base/rbac.yaml):\n"
+        + "\n".join(refused)
+    )

@@ -25,6 +25,8 @@ from queues.backends.kubernetes import KubernetesBackend
 from tests.envtest.controlplane import BERTH_USER, SYSTEM_NAMESPACES, ControlPlane, is_write
 
 APPLY = "application/apply-patch+yaml"
+# The user agent of requests a test makes as Berth to show they are refused.
+PROBE_AGENT = "berth-rbac-probe"
 MERGE = "application/merge-patch+json"
 # Everything a test may leave behind, by (group, version, plural, namespaced).
 LEFTOVERS = (
@@ -63,7 +65,7 @@ class EnvtestCluster:
         self._berth_api = plane.berth_client()
         self.backend = KubernetesBackend(self._berth_api, request_timeout=30)
         self.admin_api = plane.api_client()
-        self._since = plane.audit.offset()
+        self.since = plane.audit.offset()
 
     def close(self) -> None:
         self._berth_api.close()
@@ -183,7 +185,17 @@ class EnvtestCluster:
     def berth_requests(self) -> list[dict[str, Any]]:
         """What Berth's ServiceAccount asked of the server since this cluster was
         handed to the test (the audit log, stage RequestReceived)."""
-        return self.plane.audit.requests(self._since, user=BERTH_USER)
+        return self.plane.audit.requests(self.since, user=BERTH_USER)
+
+    def forbidden(self) -> list[str]:
+        """Berth's requests the server refused for want of permission (403), but
+        for those a test makes on purpose (user agent ``PROBE_AGENT``)."""
+        return [
+            f"{e['verb']} {e['requestURI']}: {e['responseStatus'].get('message', '')}"
+            for e in self.plane.audit.events(self.since, user=BERTH_USER)
+            if e.get("responseStatus", {}).get("code") == 403
+            and PROBE_AGENT not in e.get("userAgent", "")
+        ]
 
     def writes(self) -> int:
         """Write requests Berth made (server-side dry runs persist nothing)."""

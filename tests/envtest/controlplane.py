@@ -132,7 +132,7 @@ class AuditLog:
     def offset(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
 
-    def requests(self, since: int = 0, user: str | None = None) -> list[dict[str, Any]]:
+    def _read(self, since: int, user: str | None) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
         with self.path.open("rb") as log:
@@ -142,11 +142,31 @@ class AuditLog:
         for line in lines:
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
-                if event.get("stage") != "RequestReceived":
-                    continue
                 if user is None or event.get("user", {}).get("username") == user:
                     found.append(event)
         return found
+
+    def requests(self, since: int = 0, user: str | None = None) -> list[dict[str, Any]]:
+        """Requests as they arrived (stage RequestReceived)."""
+        return [e for e in self._read(since, user) if e.get("stage") == "RequestReceived"]
+
+    def events(
+        self, since: int = 0, user: str | None = None, seconds: float = 10
+    ) -> list[dict[str, Any]]:
+        """Requests with their answers (stage ResponseComplete, with
+        ``responseStatus``), in arrival order. The server logs an answer just after
+        sending it, so this waits until every request but a watch has its answer."""
+        deadline = time.monotonic() + seconds
+        while True:
+            events = self._read(since, user)
+            answered = {e["auditID"]: e for e in events if e.get("stage") == "ResponseComplete"}
+            arrived = [e for e in events if e.get("stage") == "RequestReceived"]
+            waiting = [
+                e for e in arrived if e["auditID"] not in answered and e.get("verb") != "watch"
+            ]
+            if not waiting or time.monotonic() > deadline:
+                return [answered[e["auditID"]] for e in arrived if e["auditID"] in answered]
+            time.sleep(0.05)
 
 
 def is_write(event: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from queues import services
+from queues.backends.base import ClusterBackend
 from queues.kueue.plan import MANAGED_BY
 from queues.kueue.render import TEAM_LABEL
 from queues.models import (
@@ -21,6 +22,8 @@ from queues.models import (
     Team,
 )
 from queues.reconcile import reconcile
+from tests.envtest.cluster import EnvtestCluster
+from tests.envtest.controlplane import BERTH_USER
 from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
 from tests.reconcile.clusters import ClusterUnderTest
 
@@ -244,3 +247,60 @@ def test_a_team_label_set_by_someone_else_is_a_conflict_not_overwritten(
     assert run.retries == 0
     [research] = [n for n in cluster.objects("Namespace") if n["metadata"]["name"] == "research"]
     assert research["metadata"]["labels"][TEAM_LABEL] == "serving"
+
+
+class EditedBeforeTheWrite:
+    """Berth's backend, with someone else changing an object between Berth's
+    plan (which read its resourceVersion) and Berth's write."""
+
+    def __init__(self, backend: ClusterBackend, kind: str, name: str, edit: Any) -> None:
+        self.backend, self.target, self.edit = backend, (kind, name), edit
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.backend, attribute)
+
+    def apply(self, obj: dict[str, Any], *, force: bool, dry_run: bool = False) -> dict[str, Any]:
+        if self.edit is not None and (obj["kind"], obj["metadata"]["name"]) == self.target:
+            edit, self.edit = self.edit, None
+            edit()
+        return self.backend.apply(obj, force=force, dry_run=dry_run)
+
+
+def test_an_update_on_a_stale_resource_version_is_refused_then_made_on_the_fresh_one(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    reconcile(cluster.backend)
+    services.cluster_queues.update(
+        actor=None,
+        obj=ClusterQueue.objects.get(name="research"),
+        data={"resource_groups": gpu_groups("h100", "16", borrowing_limit="4")},
+    )
+
+    def annotate(obj: dict[str, Any]) -> None:
+        obj["metadata"].setdefault("annotations", {})["owner"] = "infra"
+
+    racing = EditedBeforeTheWrite(
+        cluster.backend,
+        "ClusterQueue",
+        "research",
+        lambda: cluster.edit("ClusterQueue", "research", annotate),
+    )
+    since = cluster.plane.audit.offset() if isinstance(cluster, EnvtestCluster) else 0
+    run = reconcile(racing)  # type: ignore[arg-type]
+    assert run.status == ReconcileRun.Status.SUCCEEDED, run.errors
+    assert (run.updated, run.retries) == (1, 1)  # the stale write was refused once
+    [research] = [q for q in cluster.objects("ClusterQueue") if q["metadata"]["name"] == "research"]
+    assert research["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == (
+        "16"
+    )
+    assert research["metadata"]["annotations"]["owner"] == "infra"  # theirs, kept
+    if isinstance(cluster, EnvtestCluster):
+        # The API server refused the write (409), Berth re-read the queue and wrote again.
+        answered = [
+            (e["verb"], e["responseStatus"]["code"])
+            for e in cluster.plane.audit.events(since, user=BERTH_USER)
+            if e.get("objectRef", {}).get("resource") == "clusterqueues"
+            and e["objectRef"].get("name") == "research"
+            and "dryRun" not in e["requestURI"]
+        ]
+        assert answered == [("patch", 409), ("get", 200), ("patch", 200)]

@@ -123,7 +123,8 @@ def test_borrowing_is_attributed_to_lenders_and_shares_recorded_once_per_instant
 
     queue("research", "12", "4")
     queue("serving", "2", "0")
-    t0 = datetime.now(UTC).replace(microsecond=0)
+    # Both instants in one hourly rollup, whatever the clock says when the test runs.
+    t0 = (datetime.now(UTC) - timedelta(hours=1)).replace(minute=10, second=0, microsecond=0)
     snapshot_queues(research.backend, t0)
     snapshot_queues(research.backend, t0)  # the same instant again: nothing added
     [pair] = BorrowingRollup.objects.all()
