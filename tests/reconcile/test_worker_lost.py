@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
-from django.conf import settings
 
 from queues.models import ReconcileRun
 from queues.reconcile import desired_objects
 from queues.tasks import reconcile_policy, sweep_reconcile
 from tests.celery_broker import redis_queue
+from tests.database import worker_database_url
 from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
 from tests.kube.apiserver import FakeApiServer
 
@@ -67,13 +67,9 @@ def queue() -> Iterator[str]:
 
 
 def start_worker(kubeconfig: Path, queue: str, log: Path) -> subprocess.Popen[bytes]:
-    database = settings.DATABASES["default"]
     env = {
         **os.environ,
-        "DATABASE_URL": (
-            f"postgresql://{database['USER']}@{database['HOST']}:{database['PORT']}/"
-            f"{database['NAME']}"
-        ),
+        "DATABASE_URL": worker_database_url(),
         "CELERY_BROKER_URL": os.environ["REDIS_URL"],
         "BERTH_CELERY_QUEUE": queue,
         "BERTH_CLUSTER": "kubernetes",
