@@ -4,9 +4,12 @@ Builds the organisation of bench/org.py (TEAMS teams, three ClusterQueues each
 plus the shared urgent-release queue, a LocalQueue per team namespace and
 queue) and reconciles it into two clusters:
 
-- kubernetes: the official client over HTTP against the loopback API-server
-  double of the test suite (tests/kube/apiserver.py), so every call is a real
-  request;
+- kubernetes, real API server: the official client over HTTPS to a real
+  kube-apiserver + etcd (tests/envtest, from KUBEBUILDER_ASSETS or
+  ../shared/envtest, with the CRDs of BERTH_CRDS_DIR), as Berth's
+  ServiceAccount with RBAC on; calls are counted from the server's audit log;
+- kubernetes, double: the same client against the loopback API-server double of
+  the test suite (tests/kube/apiserver.py);
 - simulated: the embedded cluster, stored in PostgreSQL.
 
 For each it prints the calls made and the time for the first apply, a no-op
@@ -83,10 +86,38 @@ def run(teams: int) -> None:
         "(with namespaces, flavors, cohort, priority classes, admission check)"
     )
 
+    from tests.envtest.controlplane import (
+        BERTH_USER,
+        ControlPlane,
+        Unavailable,
+        find_assets,
+        find_crds,
+    )
+
+    try:
+        assets, crds = find_assets(), find_crds()
+    except Unavailable as exc:
+        print(f"\nkubernetes (real API server): not measured: {exc}", flush=True)
+    else:
+        started = time.perf_counter()
+        with ControlPlane(assets, crds) as plane:
+            print(
+                f"\n(real control plane ready in {time.perf_counter() - started:.1f} s: "
+                "etcd, kube-apiserver, CRDs Established, Berth's ServiceAccount)",
+                flush=True,
+            )
+            since = plane.audit.offset()
+            with plane.berth_client() as api:
+                measure(
+                    "kubernetes (official client → real kube-apiserver, as Berth's ServiceAccount)",
+                    KubernetesBackend(api, request_timeout=30),
+                    lambda: [e["verb"] for e in plane.audit.requests(since, user=BERTH_USER)],
+                )
+
     with FakeApiServer() as server:
         backend = KubernetesBackend(server.api_client(), request_timeout=30)
         measure(
-            "kubernetes (official client → loopback API server)",
+            "kubernetes (official client → loopback API-server double)",
             backend,
             lambda: [c.method for c in server.calls],
         )
