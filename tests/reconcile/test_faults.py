@@ -323,28 +323,6 @@ def test_without_kueue_the_run_fails_with_install_instructions_and_writes_nothin
 # --- 7: plan = server-side dry run --------------------------------------------------------------
 
 
-def test_a_plan_sends_server_side_dry_runs_and_persists_nothing(
-    kube: KubeCluster, policy: None
-) -> None:
-    reconcile(kube.backend)
-    set_quota("16")
-    before = kube.server.objects("clusterqueues")
-    kube.server.reset_calls()
-    plan = reconcile(kube.backend, trigger=ReconcileRun.Trigger.PLAN, dry_run=True)
-    assert plan.status == Status.SUCCEEDED, plan.errors
-    assert [(c["action"], c["kind"], c["name"]) for c in plan.changes] == [
-        ("update", "ClusterQueue", "research")
-    ]
-    [write] = kube.server.write_calls()
-    assert (write.method, write.path.endswith("/clusterqueues/research")) == ("PATCH", True)
-    assert write.query.get("dryRun") == "All"
-    assert plan.write_calls == 0
-    assert kube.server.objects("clusterqueues") == before  # not even a resourceVersion moved
-    assert quota(kube) == "8"
-    applied = reconcile(kube.backend)  # the plan did not do the apply's work
-    assert (applied.updated, quota(kube)) == (1, "16")
-
-
 def test_a_dry_run_refusal_shows_in_the_plan_with_the_servers_message(
     kube: KubeCluster, policy: None
 ) -> None:
@@ -361,22 +339,6 @@ def test_a_dry_run_refusal_shows_in_the_plan_with_the_servers_message(
     [call] = calls_to(kube.server, "PATCH", RESEARCH_CQ)
     assert call.query.get("dryRun") == "All"
     assert quota(kube) == "8"
-
-
-def test_a_plan_for_an_empty_cluster_skips_dry_runs_into_namespaces_it_creates(
-    kube: KubeCluster, policy: None
-) -> None:
-    # A dry-run namespace is not persisted: a dry run of its LocalQueues would be a 404.
-    plan = reconcile(kube.backend, trigger=ReconcileRun.Trigger.PLAN, dry_run=True)
-    assert (plan.status, plan.errors) == (Status.SUCCEEDED, [])
-    writes = kube.server.write_calls()
-    assert len(writes) == 6 and all(call.query.get("dryRun") == "All" for call in writes)
-    assert not [call for call in writes if "/localqueues/" in call.path]
-    notes = {c["name"]: c["note"] or "" for c in plan.changes if c["kind"] == "LocalQueue"}
-    assert set(notes) == {"research", "urgent"}
-    assert all("namespace is created by this plan" in note for note in notes.values())
-    assert kube.server.objects("clusterqueues") == []
-    assert "research" not in names(kube, "Namespace")
 
 
 # --- 8: prune failures --------------------------------------------------------------------------

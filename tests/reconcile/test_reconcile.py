@@ -187,6 +187,69 @@ def test_plan_shows_changes_and_writes_nothing(cluster: ClusterUnderTest, policy
     assert cluster.objects("ClusterQueue") == []
 
 
+def berths_patches(cluster: ClusterUnderTest, since: int) -> list[tuple[str, str, int]]:
+    """(resource, requestURI, status) of every patch Berth sent since ``since``."""
+    assert isinstance(cluster, EnvtestCluster)
+    return [
+        (e["objectRef"]["resource"], e["requestURI"], e["responseStatus"]["code"])
+        for e in cluster.plane.audit.events(since, user=BERTH_USER)
+        if e["verb"] == "patch"
+    ]
+
+
+def test_a_plan_of_a_change_is_a_server_side_dry_run_that_persists_nothing(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    reconcile(cluster.backend)
+    services.cluster_queues.update(
+        actor=None,
+        obj=ClusterQueue.objects.get(name="research"),
+        data={"resource_groups": gpu_groups("h100", "16", borrowing_limit="4")},
+    )
+    versions = {
+        q["metadata"]["name"]: q["metadata"]["resourceVersion"]
+        for q in cluster.objects("ClusterQueue")
+    }
+    writes = cluster.writes()
+    since = cluster.plane.audit.offset() if isinstance(cluster, EnvtestCluster) else 0
+    plan = reconcile(cluster.backend, trigger=ReconcileRun.Trigger.PLAN, dry_run=True)
+    assert plan.status == ReconcileRun.Status.SUCCEEDED, plan.errors
+    assert [(c["action"], c["kind"], c["name"]) for c in plan.changes] == [
+        ("update", "ClusterQueue", "research")
+    ]
+    assert (plan.write_calls, cluster.writes()) == (0, writes)
+    # Not even a resourceVersion moved.
+    assert {
+        q["metadata"]["name"]: q["metadata"]["resourceVersion"]
+        for q in cluster.objects("ClusterQueue")
+    } == versions
+    if isinstance(cluster, EnvtestCluster):
+        [(resource, uri, status)] = berths_patches(cluster, since)
+        assert (resource, "dryRun=All" in uri, status) == ("clusterqueues", True, 200)
+    applied = reconcile(cluster.backend)  # the plan did not do the apply's work
+    assert applied.updated == 1
+
+
+def test_a_plan_for_an_empty_cluster_skips_dry_runs_into_namespaces_it_creates(
+    cluster: ClusterUnderTest, policy: None
+) -> None:
+    # A dry-run namespace is not persisted: a dry run of its LocalQueues would be a 404.
+    since = cluster.plane.audit.offset() if isinstance(cluster, EnvtestCluster) else 0
+    plan = reconcile(cluster.backend, trigger=ReconcileRun.Trigger.PLAN, dry_run=True)
+    assert (plan.status, plan.errors) == (ReconcileRun.Status.SUCCEEDED, [])
+    notes = {c["name"]: c["note"] or "" for c in plan.changes if c["kind"] == "LocalQueue"}
+    assert set(notes) == {"research", "urgent"}
+    assert all("namespace is created by this plan" in note for note in notes.values())
+    assert cluster.objects("ClusterQueue") == []
+    assert "research" not in names(cluster, "Namespace")
+    if isinstance(cluster, EnvtestCluster):
+        patches = berths_patches(cluster, since)
+        assert len(patches) == 6 and all("dryRun=All" in uri for _, uri, _ in patches)
+        assert "localqueues" not in {resource for resource, _, _ in patches}
+        # A dry run of a create is answered as the create would be.
+        assert {status for _, _, status in patches} == {201}
+
+
 def test_namespaces_are_never_deleted(cluster: ClusterUnderTest, policy: None) -> None:
     reconcile(cluster.backend)
     services.teams.update(
