@@ -1,12 +1,16 @@
 """Reconcile against a misbehaving API server: the real kubernetes client, through
 KubernetesBackend, talking HTTP to the loopback double (tests/kube/apiserver.py),
 which answers chosen requests with errors or holds them past the client's timeout.
+These stay on the double because a real API server cannot be made to answer a
+given request with a 500, a 429 with Retry-After, a 422 or a delay on demand, nor
+to serve no Kueue while the session's other tests need it; everything else about
+reconcile runs against the real server (test_reconcile.py).
 
 Transient errors (409, 429, 5xx, timeouts) are retried and the run converges;
 what stays broken after the retry budget is a PARTIAL run naming the object, and
 the next run finishes the job; a validation error is shown, not retried, and
-blocks nothing else; a plan is a server-side dry run; no Kueue is a FAILED run
-that says how to install it; an expired watch raises WatchExpired."""
+blocks nothing else; a dry-run refusal shows in the plan; no Kueue is a FAILED
+run that says how to install it; an expired watch raises WatchExpired."""
 
 from __future__ import annotations
 
