@@ -18,9 +18,9 @@ from functools import cache
 from typing import Any
 
 import jsonschema
-import yaml
 
 from tests.envtest import crds_dir
+from tests.envtest.controlplane import load_yaml
 from tests.kueue.crds import UPDATE_ONLY, rules_at
 
 FILES = {
@@ -51,7 +51,7 @@ OBJECT_META = {
 def schema(kind: str) -> dict[str, Any]:
     """The CRD's OpenAPI v3 schema for the version Berth writes, as published."""
     path, version = FILES[kind]
-    document = yaml.safe_load((crds_dir() / path).read_text())
+    document = load_yaml(crds_dir() / path)
     for entry in document["spec"]["versions"]:
         if entry["name"] == version:
             return dict(entry["schema"]["openAPIV3Schema"])

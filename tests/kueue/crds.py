@@ -8,9 +8,8 @@ from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
-import yaml
-
 from tests.envtest import crds_dir
+from tests.envtest.controlplane import load_yaml
 
 KUEUE_FOLDER = "kueue-v0.19.2"
 FILES = {
@@ -26,7 +25,7 @@ FILES = {
 
 @cache
 def schema(kind: str, version: str = "v1beta2") -> dict[str, Any]:
-    document = yaml.safe_load((crds_dir() / KUEUE_FOLDER / FILES[kind]).read_text())
+    document = load_yaml(crds_dir() / KUEUE_FOLDER / FILES[kind])
     for entry in document["spec"]["versions"]:
         if entry["name"] == version:
             return dict(entry["schema"]["openAPIV3Schema"])
