@@ -67,12 +67,18 @@ def admin_client(clients: dict[str, APIClient]) -> APIClient:
 def control_plane() -> Iterator[ControlPlane]:
     """One real etcd + kube-apiserver for the session (``KUBEBUILDER_ASSETS``),
     the CRDs installed (``BERTH_CRDS_DIR``) and Berth's ServiceAccount bound to
-    the role in deploy/base/rbac.yaml. Skips, saying what to set, without them."""
-    try:
-        assets, crds = find_assets(), find_crds()
-    except Unavailable as exc:
-        unavailable(str(exc))
-    with ControlPlane(assets, crds) as plane:
+    the role in deploy/base/rbac.yaml, with two kubeconfigs: ``admin_kubeconfig``
+    (the test, playing Kueue and inspecting) and ``berth_kubeconfig`` (Berth).
+    Skips, saying what to set, without them."""
+    missing = []
+    for find in (find_assets, find_crds):
+        try:
+            find()
+        except Unavailable as exc:
+            missing.append(str(exc))
+    if missing:
+        unavailable("; ".join(missing))
+    with ControlPlane(find_assets(), find_crds()) as plane:
         yield plane
 
 

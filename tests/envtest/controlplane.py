@@ -193,6 +193,9 @@ class ControlPlane:
         self.etcd_url = ""
         self.berth_token = ""
         self.uncached_url = ""
+        # Written by start(): the cluster admin's, and Berth's ServiceAccount's.
+        self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
+        self.berth_kubeconfig = self.workdir / "berth.kubeconfig"
 
     # ------------------------------------------------------------ lifecycle
 
@@ -203,6 +206,10 @@ class ControlPlane:
         self._wait_ready(started)
         self.install_crds()
         self.berth_token = self.install_berth_identity()
+        self.admin_kubeconfig = self.kubeconfig(self.workdir / "admin.kubeconfig")
+        self.berth_kubeconfig = self.kubeconfig(
+            self.workdir / "berth.kubeconfig", self.berth_token, user=BERTH_SERVICE_ACCOUNT
+        )
         return self
 
     def stop(self) -> None:

@@ -16,6 +16,7 @@ the next pass."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -267,7 +268,7 @@ def cluster(
 ) -> Iterator[Cluster]:
     """A real API server; Berth as its ServiceAccount."""
     (tmp_path / ".kube").mkdir()
-    control_plane.kubeconfig(tmp_path / ".kube" / "config", token=control_plane.berth_token)
+    shutil.copy(control_plane.berth_kubeconfig, tmp_path / ".kube" / "config")
 
     def get_object(
         group: str, plural: str, name: str, namespace: str | None = None

@@ -14,6 +14,7 @@ answered 201, and RBAC checks ``create`` for it: it counts as both."""
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -175,7 +176,7 @@ def berth(
     """BERTH_CLUSTER=kubernetes from a kubeconfig of Berth's ServiceAccount, so the
     tasks the API runs after commit reach the server as in production."""
     (tmp_path / ".kube").mkdir()
-    control_plane.kubeconfig(tmp_path / ".kube" / "config", token=control_plane.berth_token)
+    shutil.copy(control_plane.berth_kubeconfig, tmp_path / ".kube" / "config")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     settings.BERTH_CLUSTER, settings.BERTH_KUBE_CONTEXT = "kubernetes", ""
