@@ -7,6 +7,7 @@ import os
 
 from celery import Celery
 
+from controlplane import heartbeat
 from controlplane.env import exit_on_config_error
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
@@ -18,3 +19,5 @@ with exit_on_config_error():
     import controlplane.settings  # noqa: F401
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# `worker --heartbeat-file` for the liveness probe of a worker pod (deploy/).
+heartbeat.install(app)

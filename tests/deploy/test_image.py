@@ -1,0 +1,97 @@
+"""The image the manifests run (Dockerfile; there is no Docker engine here, so
+its steps are checked one by one): the user the pods run as, every package,
+static files collected at build time without baking a secret key into the
+image, settings that start on a read-only data dir, and docker-compose.yml,
+built from the same Dockerfile, still valid."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.manifests import OVERLAYS, ROOT, build, pod_spec
+from tests.deploy.runtime import (
+    DOCKERFILE,
+    SECRET_KEY,
+    base_environment,
+    build_time_collectstatic,
+    can_mount_read_only,
+    files,
+    image_data_dir,
+    read_only,
+)
+
+SHOW_STARTUP = "import django; django.setup(); print('started')"
+
+
+def test_the_image_runs_as_the_numeric_user_the_pods_name() -> None:
+    text = DOCKERFILE.read_text()
+    # Numeric, so the kubelet can check runAsNonRoot against the image alone.
+    (user,) = re.findall(r"^USER (\S+)$", text, re.MULTILINE)
+    uid, gid = (int(part) for part in user.split(":"))
+    assert uid != 0 and gid != 0
+    assert f"--uid {uid} --gid {gid}" in text
+    for overlay in OVERLAYS:
+        for workload in build(overlay).berth_workloads():
+            context = pod_spec(workload)["securityContext"]
+            assert (context["runAsUser"], context["runAsGroup"]) == (uid, gid)
+
+
+def test_the_image_holds_every_package() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    copied = set(re.findall(r"^COPY (\S+) \1$", DOCKERFILE.read_text(), re.MULTILINE))
+    assert {p.rstrip("*") for p in patterns} <= copied
+    assert "COPY manage.py" in DOCKERFILE.read_text()
+
+
+def test_static_files_are_collected_at_build_time_without_a_key(tmp_path: Path) -> None:
+    environment, command = build_time_collectstatic()
+    assert command[:3] == ["python", "manage.py", "collectstatic"]
+    # A placeholder for that one command, long enough for settings.
+    assert len(environment["BERTH_SECRET_KEY"]) >= 32
+    assert "BERTH_SECRET_KEY" not in DOCKERFILE.read_text().split("\nENV ", 1)[1].split("\n")[0]
+    data = image_data_dir(tmp_path)
+    collected = files(data)
+    assert "static/admin/css/base.css" in collected
+    assert any(name.startswith("static/frontend/") for name in collected)
+    # No generated key and no embedded database in the image.
+    assert not [name for name in collected if not name.startswith("static")]
+
+
+def test_settings_start_on_a_read_only_data_dir_given_the_key(tmp_path: Path) -> None:
+    if not can_mount_read_only():
+        pytest.skip("needs root and unshare to mount the data dir read-only")
+    data = image_data_dir(tmp_path)
+    env = {
+        **base_environment(data),
+        "DATABASE_URL": "postgresql://berth@db.invalid:5432/berth",
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+    }
+    command = read_only([sys.executable, "-c", SHOW_STARTUP], data, ROOT)
+    started = subprocess.run(
+        command, cwd=ROOT, env={**env, "BERTH_SECRET_KEY": SECRET_KEY}, capture_output=True
+    )
+    assert started.returncode == 0, started.stderr.decode()
+    assert started.stdout.decode().strip() == "started"
+    # Without the key, settings would write one into the data dir: a clear stop.
+    refused = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert "berth: configuration error: BERTH_DATA_DIR=" in refused.stderr
+    assert "set BERTH_SECRET_KEY" in refused.stderr
+
+
+def test_docker_compose_is_still_valid() -> None:
+    done = subprocess.run(
+        [sys.executable, "scripts/compose_config.py", "docker-compose.yml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
