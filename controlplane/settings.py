@@ -63,6 +63,17 @@ BERTH_SYNC_INTERVAL = env.number("BERTH_SYNC_INTERVAL", 30, minimum=5)
 BERTH_NODE_GPUS = env.number("BERTH_NODE_GPUS", 8, minimum=1)
 # Checkpoint interval assumed for jobs that checkpoint but do not say how often.
 BERTH_CHECKPOINT_INTERVAL = env.number("BERTH_CHECKPOINT_INTERVAL", 1800, minimum=60)
+# Attempts to create a job on the cluster while it answers with transient errors
+# (429, 5xx, timeouts, refused connections) before the job is rejected saying so.
+# A worker tries six times with backoff (about half a minute), then the sweeper
+# queues another round a minute or two later: 20 attempts ride out roughly five
+# to eight minutes of outage (20 to 40 embedded, one attempt per sweep).
+BERTH_JOB_CREATE_ATTEMPTS = env.number("BERTH_JOB_CREATE_ATTEMPTS", 20, minimum=1)
+if BERTH_JOB_CREATE_ATTEMPTS > 1000:
+    raise ConfigError(
+        f"BERTH_JOB_CREATE_ATTEMPTS={BERTH_JOB_CREATE_ATTEMPTS} is too large: it must be at "
+        "most 1000 (past that, a job would wait hours to be told the cluster keeps failing)"
+    )
 # Approvals (the urgent-release AdmissionCheck): how long a request may wait for a
 # decision before it is rejected as expired, and how soon an approved workload that
 # Kueue evicted must be back (quota reserved again) to keep its approval.

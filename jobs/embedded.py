@@ -1,29 +1,36 @@
 """The embedded mode's background loop. With no broker there are no Celery
 workers or beat, so one thread next to the web server does their periodic
 work: reconcile the policy when it changed (and every interval anyway), step
-the simulated cluster, sync what it did into Postgres, and answer approvals."""
+the simulated cluster, sync what it did into Postgres (the same steps, and the
+same step health, as ``jobs.tasks.sync_cluster``), answer approvals, and retry
+job creates and deletes that failed. Each part runs on its own: one that fails
+(a cluster that refuses a verb, or cannot be reached at all) is logged and
+recorded, and the others still run."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
 
 from jobs.approvals.controller import drive_approvals
-from jobs.follow import follow_jobs
-from jobs.forecast import refresh_pending_forecasts
-from jobs.snapshots import snapshot_cluster, sync_queue_status
-from jobs.sync import sync_workloads
+from jobs.models import SyncStepName
+from jobs.sync_steps import run_sync
+from jobs.tasks import sweep_jobs
 from queues.backends import get_backend
 from queues.models import ReconcileRun
-from queues.reconcile import applied_policy_version, policy_version, reconcile
+from queues.reconcile import applied_policy_version, policy_version, reconcile_configured_cluster
 from queues.simulation.runner import step
 
 log = logging.getLogger(__name__)
 FORECAST_EVERY = 5.0  # seconds
+SWEEP_EVERY = 60.0  # seconds, as Celery beat's sweep-jobs
+# Every tick: what the cluster did since the last one.
+EVERY_TICK = (SyncStepName.WORKLOADS, SyncStepName.QUEUE_STATUS, SyncStepName.JOBS)
 
 
 class EmbeddedLoop(threading.Thread):
@@ -32,25 +39,33 @@ class EmbeddedLoop(threading.Thread):
         self.interval = interval or float(settings.BERTH_SIMULATED_TICK)
         self.stop_event = threading.Event()
         self.last_reconcile = self.last_snapshot = self.last_forecast = float("-inf")
+        self.last_sweep = float("-inf")
 
     def run_once(self) -> None:
-        backend = get_backend()
+        now = time.monotonic()
         stale = policy_version() != applied_policy_version()
-        if stale or time.monotonic() - self.last_reconcile > settings.BERTH_RECONCILE_INTERVAL:
-            reconcile(backend, trigger=ReconcileRun.Trigger.PERIODIC)
+        if stale or now - self.last_reconcile > settings.BERTH_RECONCILE_INTERVAL:
+            # A cluster Berth cannot reach is a failed run that says why.
+            _guarded("reconcile", self._reconcile)
             self.last_reconcile = time.monotonic()
-        step()
-        sync_workloads(backend)
-        sync_queue_status(backend)
-        follow_jobs(backend)
-        drive_approvals(backend)
-        if time.monotonic() - self.last_snapshot > settings.BERTH_SYNC_INTERVAL:
-            snapshot_cluster(backend)
-            self.last_snapshot = time.monotonic()
+        _guarded("simulated cluster step", step)
+        steps = list(EVERY_TICK)
+        if now - self.last_snapshot > settings.BERTH_SYNC_INTERVAL:
+            steps.append(SyncStepName.SNAPSHOTS)
+            self.last_snapshot = now
         # The engine's forward runs cost more than a sync: a few seconds' lag is fine.
-        if time.monotonic() - self.last_forecast > FORECAST_EVERY:
-            refresh_pending_forecasts()
-            self.last_forecast = time.monotonic()
+        if now - self.last_forecast > FORECAST_EVERY:
+            steps.append(SyncStepName.FORECASTS)
+            self.last_forecast = now
+        run_sync(steps)  # each step guarded and recorded on its own
+        _guarded("approvals", lambda: drive_approvals(get_backend()))
+        if now - self.last_sweep > SWEEP_EVERY:
+            _guarded("job sweep", sweep_jobs)
+            self.last_sweep = now
+
+    @staticmethod
+    def _reconcile() -> None:
+        reconcile_configured_cluster(trigger=ReconcileRun.Trigger.PERIODIC)
 
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -64,3 +79,11 @@ class EmbeddedLoop(threading.Thread):
 
     def stop(self) -> None:
         self.stop_event.set()
+
+
+def _guarded(what: str, part: Callable[[], object]) -> None:
+    """Run one part of the loop; a failure is logged and stops nothing else."""
+    try:
+        part()
+    except Exception:
+        log.exception("embedded loop: %s failed", what)

@@ -151,23 +151,36 @@ def _approval_refused(record: WorkloadRecord) -> bool:
     )
 
 
-def _job_objects(backend: ClusterBackend) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _job_objects(
+    backend: ClusterBackend,
+) -> tuple[dict[tuple[str, str, str], dict[str, Any]], dict[str, BackendError]]:
+    """Berth's job objects by (kind, namespace, name), and the kinds that could
+    not be listed, with the error each got."""
     found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    unseen: dict[str, BackendError] = {}
     for kind in JOB_TYPES:
         try:
             items, _ = backend.list(TYPES[kind], label_selector=MANAGED)
         except BackendError as exc:
             if exc.status != 404:
-                raise
-            continue  # the cluster does not serve this kind (its CRD is not installed)
+                unseen[kind] = exc
+            # A 404: the cluster does not serve this kind (its CRD is not
+            # installed), so none of its objects exists.
+            continue
         for obj in items:
             metadata = obj.get("metadata", {})
             found[(kind, metadata.get("namespace", ""), metadata.get("name", ""))] = obj
-    return found
+    return found, unseen
 
 
 def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
-    """Bring every live job request up to date; returns how many changed."""
+    """Bring every live job request up to date; returns how many changed.
+
+    A kind the cluster would not list (a 403, a timeout) is not the same as
+    gone: its jobs follow their Workloads only, keep ``running`` without their
+    object to confirm it, and are never marked failed for a missing object. The
+    other kinds are followed in full; then the listing error is raised, so the
+    sync step says what failed."""
     now = now or timezone.now()
     live = list(
         JobRequest.objects.exclude(state__in=TERMINAL_STATES).exclude(
@@ -176,7 +189,7 @@ def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
     )
     if not live:
         return 0
-    objects = _job_objects(backend)
+    objects, unseen = _job_objects(backend)
     wanted = Q()
     for job in live:
         wanted |= Q(namespace=job.namespace, job_kind=job.kind, job_name=job.name)
@@ -203,7 +216,10 @@ def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
         ):
             record = None  # an older job's workload under the same name
         phase = job_phase(obj) if obj is not None else ""
-        state = _state(job, record, phase, gone=obj is None)
+        seen = job.kind not in unseen
+        state = _state(job, record, phase, gone=seen and obj is None)
+        if not seen and state == JobState.ADMITTED and job.state == JobState.RUNNING:
+            state = JobState.RUNNING  # its object's status is what says it runs
         update: dict[str, Any] = {"state": state}
         if record is not None:
             update |= figures(job, record, now, timelines.get(record.pk))
@@ -219,4 +235,12 @@ def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
             continue
         # Compare-and-set: a cancel that landed meanwhile wins.
         changed += JobRequest.objects.filter(pk=job.pk, state=job.state).update(**update)
+    if unseen:
+        first = next(iter(unseen.values()))
+        raise BackendError(
+            "; ".join(str(exc) for exc in unseen.values()),
+            status=first.status,
+            reason=first.reason,
+            transient=all(exc.transient for exc in unseen.values()),
+        )
     return changed

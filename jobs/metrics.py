@@ -46,6 +46,8 @@ from jobs.models import (
     PreemptionRollup,
     QueueSnapshot,
     QueueStatus,
+    SyncStepHealth,
+    SyncStepName,
     WaitRollup,
     WorkloadRecord,
 )
@@ -486,6 +488,58 @@ def sync_metrics(newest_snapshot: datetime | None) -> list[Metric]:
     return [snapshot, workloads]
 
 
+def sync_step_metrics() -> list[Metric]:
+    """Each sync step's health (1 query on a table of one row per step); every
+    step is listed, run or not, so an alert on ``up == 0`` sees a step that
+    never ran as one with no last success."""
+    up = Metric(
+        "berth_sync_step_up",
+        "gauge",
+        "1 if the sync step's latest run succeeded, 0 if it failed or has not run.",
+    )
+    last_run = Metric(
+        "berth_sync_step_last_run_timestamp_seconds",
+        "gauge",
+        "When the sync step last ran.",
+    )
+    last_success = Metric(
+        "berth_sync_step_last_success_timestamp_seconds",
+        "gauge",
+        "When the sync step last succeeded.",
+    )
+    consecutive = Metric(
+        "berth_sync_step_consecutive_failures",
+        "gauge",
+        "Runs of the sync step that failed in a row (0 once one succeeds).",
+    )
+    failures = Metric(
+        "berth_sync_step_failures_total",
+        "counter",
+        "Runs of the sync step that failed, since Berth's database was created.",
+    )
+    duration = Metric(
+        "berth_sync_step_last_duration_seconds",
+        "gauge",
+        "How long the sync step's latest run took.",
+    )
+    stored = {row.step: row for row in SyncStepHealth.objects.all()}
+    for name in SyncStepName:
+        labels = {"step": name.value}
+        row = stored.get(name.value)
+        up.add(int(row is not None and row.up), labels)
+        failures.add(row.failures_total if row is not None else 0, labels)
+        if row is None:
+            continue
+        consecutive.add(row.consecutive_failures, labels)
+        if (at := _timestamp(row.last_run_at)) is not None:
+            last_run.add(at, labels)
+        if (at := _timestamp(row.last_success_at)) is not None:
+            last_success.add(at, labels)
+        if row.last_duration_seconds is not None:
+            duration.add(row.last_duration_seconds, labels)
+    return [up, last_run, last_success, consecutive, failures, duration]
+
+
 def collect() -> list[Metric]:
     """Every family /metrics exposes, read from Postgres."""
     from jobs.approvals.metrics import approval_metrics  # it builds on this module
@@ -500,6 +554,7 @@ def collect() -> list[Metric]:
         *job_metrics(),
         *reconcile_metrics(),
         *sync_metrics(newest_snapshot),
+        *sync_step_metrics(),
         *approval_metrics(),
     ]
 

@@ -1,7 +1,14 @@
 """Writes on job requests: submit, cancel, and the cluster side of both (create
 exactly once, delete), which Celery tasks run. State changes are
 compare-and-set on ``state``, so a retried or concurrent task changes nothing
-twice."""
+twice.
+
+A cluster error never leaves a job silently stuck: one the cluster will give
+the same answer to (403, 404, 422, …) rejects the job with the server's words;
+a transient one (429, 5xx, a timeout) is noted on the job and retried, up to
+``BERTH_JOB_CREATE_ATTEMPTS`` attempts in all, after which the job is rejected
+saying how many attempts failed and how the last one did. A delete that fails
+is noted on the cancelling job and retried until it succeeds."""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -69,8 +77,25 @@ def submit(actor: Any, data: dict[str, Any]) -> JobRequest:
         ) from None
     from jobs.tasks import create_job
 
-    transaction.on_commit(lambda: create_job.delay(job.pk))
+    transaction.on_commit(lambda: enqueue(create_job, job.pk))
+    # In the embedded mode the create has run by now (eagerly, in this request):
+    # answer with what it did.
+    job.refresh_from_db()
     return job
+
+
+def enqueue(task: Any, job_id: int) -> None:
+    """Queue a job's create or delete once its request is committed. The intent
+    is stored whatever happens here: a broker that is down, or (in the embedded
+    mode, where the task runs right here) a task that fails, is logged, and the
+    sweeper (``jobs.tasks.sweep_jobs``) queues it again; the request still
+    answers what it did (201 for a submit, 202 for a cancel)."""
+    try:
+        task.delay(job_id)
+    except Exception:
+        log.exception(
+            "job %s: stored, but %s could not be run now; the sweeper retries it", job_id, task.name
+        )
 
 
 def _tagged(obj: dict[str, Any], job_id: int) -> dict[str, Any]:
@@ -86,7 +111,12 @@ def cancel(actor: Any, job: JobRequest) -> JobRequest:
     changed = (
         JobRequest.objects.filter(pk=job.pk, state=job.state)
         .exclude(state=JobState.CANCELLING)
-        .update(state=JobState.CANCELLING, reason="Cancelled", message=f"cancelled by {actor}")
+        .update(
+            state=JobState.CANCELLING,
+            reason="Cancelled",
+            message=f"cancelled by {actor}",
+            updated_at=timezone.now(),
+        )
     )
     if not changed:
         job.refresh_from_db()
@@ -95,7 +125,7 @@ def cancel(actor: Any, job: JobRequest) -> JobRequest:
         raise PolicyConflict(f"job {job.name} changed meanwhile ({job.state}); retry", "stale")
     from jobs.tasks import delete_job
 
-    transaction.on_commit(lambda: delete_job.delay(job.pk))
+    transaction.on_commit(lambda: enqueue(delete_job, job.pk))
     job.refresh_from_db()
     return job
 
@@ -107,11 +137,48 @@ def _objects(job: JobRequest) -> list[dict[str, Any]]:
 def create_on_cluster(backend: ClusterBackend, job_id: int) -> str:
     """Create the job's objects once. A retry (or a second worker) finds the
     object it made, by the request id on it, and creates nothing more. Returns
-    what happened: created, exists, skipped or rejected."""
+    what happened: created, exists, skipped or rejected.
+
+    Every cluster call is covered: an error the cluster will repeat (403, 404,
+    422, a conflict with another owner's fields) rejects the job with the
+    server's words; a transient one is noted on the job and raised for the
+    caller to retry, until ``BERTH_JOB_CREATE_ATTEMPTS`` attempts have failed,
+    when the job is rejected instead."""
     job = JobRequest.objects.filter(pk=job_id).first()
     if job is None or job.state != JobState.SUBMITTED:
         return "skipped"
-    JobRequest.objects.filter(pk=job_id).update(create_attempts=F("create_attempts") + 1)
+    attempt = job.create_attempts + 1
+    # updated_at marks the latest attempt: the sweeper leaves a job alone while
+    # a task is still retrying it.
+    JobRequest.objects.filter(pk=job_id).update(
+        create_attempts=F("create_attempts") + 1, updated_at=timezone.now()
+    )
+    try:
+        return _create(backend, job)
+    except BackendError as exc:
+        if not exc.transient:
+            _reject(job, reason_of(exc), str(exc))
+            return "rejected"
+        limit = int(settings.BERTH_JOB_CREATE_ATTEMPTS)
+        if attempt >= limit:
+            _reject(
+                job,
+                "CreateAttemptsExhausted",
+                f"not created on the cluster after {attempt} attempt{'s' if attempt != 1 else ''} "
+                f"(BERTH_JOB_CREATE_ATTEMPTS={limit}); the last one failed: {exc}",
+            )
+            return "rejected"
+        _note(
+            job,
+            JobState.SUBMITTED,
+            "CreateRetrying",
+            f"attempt {attempt} of {limit} to create it on the cluster failed; "
+            f"Berth tries again: {exc}",
+        )
+        raise
+
+
+def _create(backend: ClusterBackend, job: JobRequest) -> str:
     main, *extra = _objects(job)
     rtype = TYPES[main["kind"]]
     existing = backend.get(rtype, main["metadata"]["name"], job.namespace)
@@ -127,17 +194,52 @@ def create_on_cluster(backend: ClusterBackend, job_id: int) -> str:
             return "rejected"
         _created(job, existing)
         return "exists"
-    try:
-        for obj in extra:  # e.g. the headless Service, before the pods need it
-            backend.apply(obj, force=False)
-        made = backend.apply(main, force=False)
-    except BackendError as exc:
-        if exc.transient:
-            raise
-        _reject(job, exc.reason or "Invalid", str(exc))
-        return "rejected"
+    for obj in extra:  # e.g. the headless Service, before the pods need it
+        backend.apply(obj, force=False)
+    made = backend.apply(main, force=False)
     _created(job, made)
     return "created"
+
+
+# The reason a Kubernetes Status carries for each code, for errors that came
+# without one (the simulated cluster's, or a proxy's bare answer).
+STATUS_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Gone",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def reason_of(exc: BackendError) -> str:
+    """The server's reason (``Forbidden``, ``Invalid``, …), else one named
+    after the HTTP status, else ``ClusterError``."""
+    return exc.reason or STATUS_REASONS.get(exc.status or 0, "ClusterError")
+
+
+def not_configured(job_id: int, exc: BackendError) -> str:
+    """Berth has no cluster it can talk to (``BERTH_CLUSTER=kubernetes`` without
+    a kubeconfig or in-cluster config): nothing can be created until an operator
+    fixes the configuration and restarts Berth, so the job is rejected now,
+    saying so, rather than waiting for attempts that cannot succeed."""
+    job = JobRequest.objects.filter(pk=job_id).first()
+    if job is None or job.state != JobState.SUBMITTED:
+        return "skipped"
+    JobRequest.objects.filter(pk=job_id).update(
+        create_attempts=F("create_attempts") + 1, updated_at=timezone.now()
+    )
+    _reject(job, "ClusterNotConfigured", f"Berth cannot reach its cluster: {exc}")
+    return "rejected"
 
 
 def _created(job: JobRequest, obj: dict[str, Any]) -> None:
@@ -153,27 +255,69 @@ def _created(job: JobRequest, obj: dict[str, Any]) -> None:
         # so delete again now that the object exists.
         from jobs.tasks import delete_job
 
-        transaction.on_commit(lambda: delete_job.delay(job.pk))
+        transaction.on_commit(lambda: enqueue(delete_job, job.pk))
 
 
 def _reject(job: JobRequest, reason: str, message: str) -> None:
-    log.warning("job %s rejected by the cluster: %s", job, message)
+    log.warning("job %s rejected: %s: %s", job, reason, message)
+    now = timezone.now()
     JobRequest.objects.filter(pk=job.pk, state=JobState.SUBMITTED).update(
-        state=JobState.REJECTED, reason=reason[:64], message=message, finished_at=timezone.now()
+        state=JobState.REJECTED,
+        reason=reason[:64],
+        message=message,
+        finished_at=now,
+        updated_at=now,
+    )
+
+
+def _note(job: JobRequest, state: JobState, reason: str, message: str) -> None:
+    """Say on the job why it is still in ``state`` (a failed attempt)."""
+    log.warning("job %s: %s", job, message)
+    JobRequest.objects.filter(pk=job.pk, state=state).update(
+        reason=reason[:64], message=message, updated_at=timezone.now()
     )
 
 
 def delete_from_cluster(backend: ClusterBackend, job_id: int) -> str:
-    """Delete a cancelled job's objects (already gone counts as done)."""
+    """Delete a cancelled job's objects (already gone counts as done). A delete
+    the cluster refuses is said on the job, which stays ``cancelling`` (its
+    object may still hold GPUs) and is retried by the sweeper every minute, so it
+    completes once the cluster allows it or someone deletes the object; transient
+    errors are raised for the caller to retry sooner. Returns deleted, skipped
+    or refused."""
     job = JobRequest.objects.filter(pk=job_id).first()
     if job is None or job.state != JobState.CANCELLING:
         return "skipped"
-    for obj in reversed(_objects(job)):
-        backend.delete(TYPES[obj["kind"]], obj["metadata"]["name"], job.namespace)
+    JobRequest.objects.filter(pk=job_id).update(updated_at=timezone.now())
+    try:
+        for obj in reversed(_objects(job)):
+            backend.delete(TYPES[obj["kind"]], obj["metadata"]["name"], job.namespace)
+    except BackendError as exc:
+        delete_failed(job, exc)
+        if exc.transient:
+            raise
+        return "refused"
+    now = timezone.now()
     JobRequest.objects.filter(pk=job.pk, state=JobState.CANCELLING).update(
-        state=JobState.CANCELLED, cancelled_at=timezone.now(), finished_at=timezone.now()
+        state=JobState.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now
     )
     return "deleted"
+
+
+def delete_failed(job: JobRequest | int, exc: BackendError) -> str:
+    """Say on a cancelling job that its delete failed, and why."""
+    if isinstance(job, int):
+        found = JobRequest.objects.filter(pk=job).first()
+        if found is None or found.state != JobState.CANCELLING:
+            return "skipped"
+        job = found
+    _note(
+        job,
+        JobState.CANCELLING,
+        "DeleteFailed",
+        f"cancelled, but deleting it from the cluster failed; Berth tries again: {exc}",
+    )
+    return "refused"
 
 
 def stuck_jobs(older_than: timedelta) -> tuple[list[int], list[int]]:

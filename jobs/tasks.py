@@ -13,11 +13,15 @@ from celery import shared_task
 
 from jobs.approvals.apply import apply_decision
 from jobs.approvals.controller import drive_approvals as drive_approvals_once
-from jobs.follow import follow_jobs
-from jobs.forecast import refresh_pending_forecasts
-from jobs.services import create_on_cluster, delete_from_cluster, stuck_jobs
-from jobs.snapshots import snapshot_cluster, sync_queue_status
-from jobs.sync import sync_workloads
+from jobs.services import (
+    create_on_cluster,
+    delete_failed,
+    delete_from_cluster,
+    enqueue,
+    not_configured,
+    stuck_jobs,
+)
+from jobs.sync_steps import run_sync
 from jobs.whatif import execute as execute_whatif
 from queues.backends import get_backend
 from queues.backends.base import BackendError
@@ -29,57 +33,65 @@ def backoff(retries: int) -> float:
 
 
 @shared_task(name="jobs.tasks.sync_cluster", acks_late=True)
-def sync_cluster() -> dict[str, int | str]:
+def sync_cluster() -> dict[str, Any]:
     """List workloads into WorkloadRecord/WorkloadEvent, mirror queue status,
-    then snapshot queue usage and node capacity. Returns the list's
-    resourceVersion and row counts."""
-    backend = get_backend()
-    resource_version = sync_workloads(backend)
-    statuses = sync_queue_status(backend)
-    jobs = follow_jobs(backend)
-    queues, capacity = snapshot_cluster(backend)
-    forecasts = refresh_pending_forecasts()
-    return {
-        "forecasts": forecasts,
-        "resource_version": resource_version,
-        "queue_statuses": statuses,
-        "jobs": jobs,
-        "queues": queues,
-        "capacity": capacity,
-    }
+    follow the jobs, snapshot queue usage and node capacity, refresh the
+    forecasts: each step on its own, so one that fails (a 403 listing JobSets)
+    stops none of the others, and each step's health is recorded. Returns the
+    list's resourceVersion and row counts, and ``errors`` by step if any failed."""
+    return run_sync().as_dict()
+
+
+def _retry_later(task: Any, exc: BackendError) -> str:
+    """A transient cluster error: on a worker, retry with backoff (at least what
+    the server's Retry-After asked, within a minute). Run eagerly (the embedded
+    mode, inside a web request) nothing sleeps: the periodic sweep tries again,
+    as it does once a worker's retries are spent; the job already says why."""
+    if task.request.is_eager or task.request.retries >= task.max_retries:
+        return "retrying"
+    countdown = max(backoff(task.request.retries), min(60.0, exc.retry_after or 0.0))
+    raise task.retry(exc=exc, countdown=countdown) from exc
 
 
 @shared_task(name="jobs.tasks.create_job", bind=True, acks_late=True, max_retries=5)
 def create_job(self: Any, job_id: int) -> str:
-    """Create a submitted job on the cluster, exactly once however often it runs."""
+    """Create a submitted job on the cluster, exactly once however often it runs.
+    Cluster errors end here: the job is rejected (refused, unconfigured cluster,
+    attempts spent) or retried; none is raised to the caller."""
     try:
-        return create_on_cluster(get_backend(), job_id)
-    except BackendError as exc:
-        if not exc.transient:
-            raise
-        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+        backend = get_backend()
+    except BackendError as exc:  # BERTH_CLUSTER=kubernetes with no configuration
+        return not_configured(job_id, exc)
+    try:
+        return create_on_cluster(backend, job_id)
+    except BackendError as exc:  # only transient ones get here
+        return _retry_later(self, exc)
 
 
 @shared_task(name="jobs.tasks.delete_job", bind=True, acks_late=True, max_retries=5)
 def delete_job(self: Any, job_id: int) -> str:
-    """Delete a cancelled job's objects from the cluster."""
+    """Delete a cancelled job's objects from the cluster. A refused delete is
+    said on the job (still ``cancelling``) and left to the sweeper."""
     try:
-        return delete_from_cluster(get_backend(), job_id)
+        backend = get_backend()
     except BackendError as exc:
-        if not exc.transient:
-            raise
-        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+        return delete_failed(job_id, exc)
+    try:
+        return delete_from_cluster(backend, job_id)
+    except BackendError as exc:  # only transient ones get here
+        return _retry_later(self, exc)
 
 
 @shared_task(name="jobs.tasks.sweep_jobs", acks_late=True, ignore_result=True)
 def sweep_jobs() -> int:
     """The intent lives in Postgres: re-queue creates and deletes that a lost
-    task or a killed worker left behind. Returns how many were queued."""
+    task, a killed worker or spent retries left behind (none attempted in the
+    last minute). Returns how many were queued."""
     creates, deletes = stuck_jobs(older_than=timedelta(seconds=60))
     for job_id in creates:
-        create_job.delay(job_id)
+        enqueue(create_job, job_id)
     for job_id in deletes:
-        delete_job.delay(job_id)
+        enqueue(delete_job, job_id)
     return len(creates) + len(deletes)
 
 
@@ -99,10 +111,13 @@ def drive_approvals() -> dict[str, int]:
 @shared_task(name="jobs.tasks.apply_approval", bind=True, acks_late=True, max_retries=5)
 def apply_approval(self: Any, request_id: int) -> str:
     """Write one decision to its Workload (queued when it is taken); the
-    periodic pass re-drives it if this task is lost."""
+    periodic pass re-drives it if this task is lost or its write failed (the
+    failure is on the request's audit trail)."""
     try:
         return apply_decision(get_backend(), request_id)
     except BackendError as exc:
-        if not exc.transient:
-            raise
-        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+        if exc.transient:
+            return _retry_later(self, exc)
+        if self.request.is_eager:  # inside the deciding request: it still answers
+            return "failed"
+        raise

@@ -1,10 +1,10 @@
 """The overview: capacity and allocation, who waits, the worst waits,
-preemptions in the last day, whether the cluster matches the policy, and the
-approvals waiting for the signed-in user."""
+preemptions in the last day, whether the cluster matches the policy, whether
+each sync step keeps up, and the approvals waiting for the signed-in user."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -15,8 +15,13 @@ from frontend import charts
 from frontend.views.approvals import summary_for
 from frontend.views.common import page, visible_team_ids
 from jobs import stats
-from jobs.models import JobState
+from jobs.models import JobState, SyncStepName
+from jobs.sync_steps import health
 from queues.models import DriftRecord, ReconcileRun
+
+# A step that has not run for this many sync intervals is late (beat or the
+# workers are down, or the embedded loop stopped).
+LATE_AFTER_INTERVALS = 3
 
 
 def _reconcile_status() -> dict[str, object]:
@@ -30,6 +35,44 @@ def _reconcile_status() -> dict[str, object]:
             started_at__gte=since,
             status__in=[ReconcileRun.Status.FAILED, ReconcileRun.Status.PARTIAL],
         ).count(),
+    }
+
+
+def _times(count: int) -> str:
+    return "its latest run" if count == 1 else f"its last {count} runs"
+
+
+def _sync_health(now: datetime) -> dict[str, object]:
+    """Each sync step in words: working, failing (since when, the error), late,
+    or not run yet."""
+    late_after = timedelta(seconds=LATE_AFTER_INTERVALS * int(settings.BERTH_SYNC_INTERVAL))
+    steps = []
+    for row in health():
+        step: dict[str, object] = {
+            "step": row.step,
+            "label": SyncStepName(row.step).label,
+            "last_run": row.last_run_at,
+            "last_success": row.last_success_at,
+            "error": "",
+        }
+        if row.last_run_at is None:
+            step |= {"status": "not run yet", "css": "muted", "detail": ""}
+        elif not row.up:
+            step |= {
+                "status": "failing",
+                "css": "bad",
+                "detail": f"failed {_times(row.consecutive_failures)}",
+                "error": row.last_error,
+            }
+        elif now - row.last_run_at > late_after:
+            step |= {"status": "late", "css": "bad", "detail": "it has not run for a while"}
+        else:
+            step |= {"status": "working", "css": "good", "detail": ""}
+        steps.append(step)
+    return {
+        "steps": steps,
+        "failing": [s for s in steps if s["status"] in ("failing", "late")],
+        "ran": any(s["last_run"] is not None for s in steps),
     }
 
 
@@ -69,6 +112,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             stats.preemptions_since(now - timedelta(days=1))
         ),
         "reconcile": _reconcile_status(),
+        "sync": _sync_health(now),
         "cluster_backend": settings.BERTH_CLUSTER,
         "approvals": summary_for(request),
     }

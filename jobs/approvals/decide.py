@@ -8,6 +8,7 @@ is lost)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from jobs.approvals.audit import record
 from jobs.models import ApprovalAction, ApprovalRequest, ApprovalState
 from queues.errors import PolicyConflict, PolicyInvalid
 
+log = logging.getLogger(__name__)
 MAX_COMMENT = 4000
 
 
@@ -123,6 +125,12 @@ def expire(request: ApprovalRequest, now: datetime) -> bool:
 
 
 def _queue_apply(request_id: int) -> None:
+    """The decision is committed whatever happens here: a broker that is down
+    (or, embedded, a write that fails in this request) is logged, and the
+    periodic pass writes it."""
     from jobs.tasks import apply_approval  # the task module imports the controller
 
-    apply_approval.delay(request_id)
+    try:
+        apply_approval.delay(request_id)
+    except Exception:
+        log.exception("approval #%s: decided, but its write could not be run now", request_id)

@@ -170,13 +170,31 @@ def dry_run_summary(answer: dict[str, Any]) -> list[str]:
 
 
 def submitted_summary(job: dict[str, Any]) -> list[str]:
-    return [
+    lines = [
         f"Submitted {job.get('name')} (id {job.get('id')}) to {job.get('namespace')}/"
         f"{job.get('local_queue')} → ClusterQueue {job.get('cluster_queue')}; "
         f"state {job.get('state')}.",
-        f"Follow it with `berth status {job.get('name')}`; `berth why {job.get('name')}` "
-        "if it waits.",
     ]
+    if job.get("state") == "rejected":  # the cluster refused it already (embedded mode)
+        why = " — ".join(str(part) for part in (job.get("reason"), job.get("message")) if part)
+        lines.append(f"Rejected: {why or 'no reason given'}")
+        lines.append(f"`berth status {job.get('name')}` shows it again.")
+        return lines
+    lines.append(
+        f"Follow it with `berth status {job.get('name')}`; `berth why {job.get('name')}` "
+        "if it waits."
+    )
+    return lines
+
+
+def state_text(job: dict[str, Any]) -> str:
+    """``state: Reason — message``, as much of it as the job has."""
+    text = str(job.get("state"))
+    if job.get("reason"):
+        text += f": {job['reason']}"
+    if job.get("message"):
+        text += f" — {job['message']}"
+    return text
 
 
 def find_job(client: Client, name: str, team: str | None, *, live: bool = False) -> dict[str, Any]:
@@ -270,11 +288,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return EXIT_OK
     now = datetime.now(UTC)
     queue_class = job.get("queue_class")
-    state = str(job.get("state"))
-    if job.get("reason"):
-        state += f": {job['reason']}"
-    if job.get("message"):
-        state += f" — {job['message']}"
+    state = state_text(job)
     queue = f"{job.get('local_queue')} → ClusterQueue {job.get('cluster_queue')}"
     if queue_class:
         queue += f" ({queue_class})"

@@ -9,6 +9,7 @@ from jobs.models.approvals import (
     ApprovalRequest,
     ApprovalState,
 )
+from jobs.models.health import SyncStepHealth, SyncStepName
 from jobs.models.requests import JobKind, JobRequest, JobState
 from jobs.models.rollups import (
     BUCKET_FIELDS,
@@ -52,6 +53,8 @@ __all__ = [
     "QueueSnapshot",
     "QueueStatus",
     "SyncCursor",
+    "SyncStepHealth",
+    "SyncStepName",
     "TeamUsageSnapshot",
     "WaitRollup",
     "WhatIfRun",
