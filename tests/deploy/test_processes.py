@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 import yaml
-from django.conf import settings
 
 from jobs.models import WorkloadRecord
+from tests.database import worker_database_url
 from tests.deploy.manifests import Built, argv, build, expand, main_container
 from tests.deploy.runtime import (
     SECRET_KEY,
@@ -236,15 +236,11 @@ def test_the_watch_beats_with_every_event(dev: Built, tmp_path: Path, kube: Envt
             }
         )
     )
-    database = settings.DATABASES["default"]
     env = container_environment(
         dev,
         watch,
         data,
-        DATABASE_URL=(
-            f"postgresql://{database['USER']}@{database['HOST']}:{database['PORT']}/"
-            f"{database['NAME']}"
-        ),
+        DATABASE_URL=worker_database_url(),
         CELERY_BROKER_URL="memory://localhost/",
         BERTH_SECRET_KEY=SECRET_KEY,
         KUBECONFIG=str(kubeconfig),
