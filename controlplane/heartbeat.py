@@ -12,7 +12,7 @@ own beats count.
   bootstep; the option exists on every worker, off unless given);
 - beat: ``celery -A controlplane beat --scheduler controlplane.heartbeat:
   HeartbeatScheduler``: the file ``heartbeat`` beside the schedule file;
-- the workload watch: ``python -m controlplane.watch --heartbeat-file PATH``.
+- the workload watch: ``manage.py sync_watch --heartbeat-file PATH``.
 """
 
 from __future__ import annotations
