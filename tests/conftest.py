@@ -34,6 +34,28 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Skips, once per reason with a count (pyproject's ``-r`` leaves them out
+    of the per-test summary): a machine without the control plane or the CRDs
+    skips well over a hundred tests for one reason, which says what to set."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    terminalreporter.section("skipped")
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{count} skipped: {reason}")
+    if any("KUBEBUILDER_ASSETS" in r or "BERTH_CRDS_DIR" in r for r in reasons):
+        terminalreporter.write_line(
+            "CI runs the cluster tests: .ci/run sets BERTH_REQUIRE_CLUSTER_TESTS=1, "
+            "which fails them instead of skipping."
+        )
+
+
 @pytest.fixture
 def queue_class_templates(db: Any) -> None:
     """The queue classes the data migration makes. A transactional test's flush
