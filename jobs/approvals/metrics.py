@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from jobs.metrics import Metric
+from jobs.exposition import Metric
 from jobs.models import DECIDED_STATES, ApprovalRequest, ApprovalState
 
 

@@ -11,7 +11,13 @@ import random
 
 import pytest
 
-from jobs.metrics import Metric, escape_label_value, format_value, histogram_samples, render
+from jobs.exposition import (
+    Metric,
+    escape_label_value,
+    format_value,
+    histogram_samples,
+    render,
+)
 from jobs.models import WAIT_BUCKETS
 from tests.jobs.metrics_support import ODD_REASON, one, parse, values
 
