@@ -3,15 +3,18 @@
 Capacity: 8 nodes of 8 H100s (192 cores, 2 TiB each), 6 on-demand and 2 spot,
 so every quota is whole GPUs with the CPU and memory that come with them.
 
-| queue          | team     | class           | guaranteed GPUs          | may borrow |
-|----------------|----------|-----------------|--------------------------|------------|
-| research       | research | training-large  | 24 on-demand + 8 spot    | 8 + 8      |
-| serving        | serving  | eval-batch      | 16 on-demand             | 8 + 8      |
-| platform       | platform | interactive-dev | 8 spot                   | 8 + 16     |
-| urgent-release | (shared) | urgent-release  | 8 on-demand              | none       |
+| queue          | team     | class           | guaranteed GPUs          | may borrow   |
+|----------------|----------|-----------------|--------------------------|--------------|
+| research       | research | training-large  | 24 on-demand             | 16           |
+| serving        | serving  | eval-batch      | 8 on-demand + 16 spot    | 8 + 8        |
+| platform       | platform | interactive-dev | 8 on-demand              | 8            |
+| urgent-release | (shared) | urgent-release  | 8 on-demand              | none         |
 
 All four queues are in cohort ``ai-shared``; nominal quotas add up to exactly
-48 on-demand and 16 spot GPUs.
+48 on-demand and 16 spot GPUs. Spot capacity belongs to the one queue class
+that runs on spot (``eval-batch``); the others refuse spot, so their queues
+hold on-demand quota only, and every GPU a queue is promised is one its jobs
+can use.
 """
 
 from __future__ import annotations
@@ -76,7 +79,9 @@ def _gpu_quota(gpus: int, borrow: int | None) -> list[dict[str, Any]]:
     ]
 
 
-def _groups(ondemand: tuple[int, int | None], spot: tuple[int, int | None] | None):  # type: ignore[no-untyped-def]
+def _groups(
+    ondemand: tuple[int, int | None], spot: tuple[int, int | None] | None = None
+) -> list[dict[str, Any]]:
     flavors = [{"name": "h100-ondemand", "resources": _gpu_quota(*ondemand)}]
     if spot is not None:
         flavors.append({"name": "h100-spot", "resources": _gpu_quota(*spot)})
@@ -89,21 +94,21 @@ CLUSTER_QUEUES: list[dict[str, Any]] = [
         "team": "research",
         "queue_class": "training-large",
         "cohort": "ai-shared",
-        "resource_groups": _groups((24, 8), (8, 8)),
+        "resource_groups": _groups((24, 16)),
     },
     {
         "name": "serving",
         "team": "serving",
         "queue_class": "eval-batch",
         "cohort": "ai-shared",
-        "resource_groups": _groups((16, 8), (0, 8)),
+        "resource_groups": _groups((8, 8), (16, 8)),
     },
     {
         "name": "platform",
         "team": "platform",
         "queue_class": "interactive-dev",
         "cohort": "ai-shared",
-        "resource_groups": _groups((0, 8), (8, 16)),
+        "resource_groups": _groups((8, 8)),
     },
     {
         "name": "urgent-release",
@@ -111,7 +116,7 @@ CLUSTER_QUEUES: list[dict[str, Any]] = [
         "queue_class": "urgent-release",
         "cohort": "ai-shared",
         "description": "Shared by all teams; every job needs approval",
-        "resource_groups": _groups((8, 0), None),
+        "resource_groups": _groups((8, 0)),
     },
 ]
 

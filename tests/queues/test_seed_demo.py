@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from queues import services
+from queues.choices import CapacityType
 from queues.models import ClusterQueue, LocalQueue, PolicyChange, QueueClass, Quota, Team
 from queues.quantity import to_canonical
 from tests.factories import GPU, token_client
 
 pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def seed() -> str:
@@ -102,15 +106,100 @@ def test_cluster_queues_api_shows_quotas_in_kubernetes_notation() -> None:
     ondemand = research["flavors"][0]
     assert ondemand["name"] == "h100-ondemand"
     assert ondemand["resources"] == [
-        {"name": "cpu", "nominal_quota": "576", "borrowing_limit": "192"},
-        {"name": "memory", "nominal_quota": "6Ti", "borrowing_limit": "2Ti"},
-        {"name": GPU, "nominal_quota": "24", "borrowing_limit": "8"},
+        {"name": "cpu", "nominal_quota": "576", "borrowing_limit": "384"},
+        {"name": "memory", "nominal_quota": "6Ti", "borrowing_limit": "4Ti"},
+        {"name": GPU, "nominal_quota": "24", "borrowing_limit": "16"},
     ]
     assert {name: guaranteed_and_borrowable(q) for name, q in queues.items()} == {
-        "research": (32, 16),
-        "serving": (16, 16),
-        "platform": (8, 24),
+        "research": (24, 16),
+        "serving": (24, 16),
+        "platform": (8, 8),
         "urgent-release": (8, 0),
     }
     assert queues["urgent-release"]["queue_class"] == "urgent-release"
     assert queues["research"]["queueing_strategy"] == "StrictFIFO"  # from training-large
+
+
+def test_every_quota_is_on_a_flavor_its_queue_class_may_use() -> None:
+    """Spot capacity only where the queue class runs on spot: a queue promised
+    GPUs its own jobs are refused would look generous and admit nothing."""
+    seed()
+    misplaced = [
+        (quota.cluster_queue.name, quota.flavor.name)
+        for quota in Quota.objects.filter(cluster_queue__isnull=False).select_related(
+            "flavor", "cluster_queue__queue_class"
+        )
+        if quota.flavor.capacity_type == CapacityType.SPOT
+        and (quota.nominal_quota or quota.borrowing_limit)
+        and not quota.cluster_queue.queue_class.spot_allowed
+    ]
+    assert misplaced == []
+
+
+@pytest.mark.parametrize(
+    ("username", "body"),
+    [
+        ("alice", {"queue": "training-large", "nodes": 2, "gpus_per_node": 8}),
+        ("bob", {"queue": "eval-batch", "nodes": 1, "gpus_per_node": 8}),
+        ("bob", {"queue": "eval-batch", "nodes": 1, "gpus_per_node": 8, "spot_allowed": False}),
+        ("carol", {"queue": "interactive-dev", "nodes": 1, "gpus_per_node": 8}),
+    ],
+)
+def test_each_team_can_use_what_its_queue_guarantees(username: str, body: dict[str, Any]) -> None:
+    """On an empty cluster, a job of each demo team's own queue class fits now
+    within its queue's own guaranteed GPUs (no borrowing): they are GPUs its
+    jobs can run on."""
+    seed()
+    client = token_client(get_user_model().objects.get(username=username))
+    request = {
+        "name": "fits",
+        "image": "registry.example.com/trainer:1",
+        "checkpoint_uri": "s3://bucket/fits",
+        "command": ["python", "train.py"],
+        **body,
+    }
+    answer = client.post("/api/v1/jobs/?dry_run=true", request, format="json")
+    assert answer.status_code == 200, answer.content
+    plan = answer.json()
+    assert plan["fits_now"] is True, plan
+    [flavor] = {resources[GPU] for resources in plan["flavors"].values()}
+    guaranteed = Quota.objects.get(
+        cluster_queue__name=plan["cluster_queue"], flavor__name=flavor, resource=GPU
+    ).nominal_quota
+    assert guaranteed >= body["nodes"] * body["gpus_per_node"], (plan["cluster_queue"], flavor)
+
+
+def test_the_demo_day_scenario_has_the_demo_organisations_quotas_and_spot_rules() -> None:
+    """scenarios/demo-day.yaml replays the demo organisation: the same GPU quota
+    per queue and flavor, and spot tolerated only where the queue class runs on spot."""
+    from queues import demo_org
+    from queues.queue_class_templates import QUEUE_CLASS_TEMPLATES
+
+    def gpus(value: Any) -> int:
+        return to_canonical(GPU, str(value)) if value is not None else 0
+
+    scenario = yaml.safe_load((ROOT / "scenarios" / "demo-day.yaml").read_text())
+    in_scenario = {
+        (queue["name"], flavor["name"]): (gpus(r["nominalQuota"]), gpus(r.get("borrowingLimit")))
+        for queue in scenario["clusterQueues"]
+        for group in queue["resourceGroups"]
+        for flavor in group["flavors"]
+        for r in flavor["resources"]
+        if r["name"] == GPU
+    }
+    in_demo = {
+        (queue["name"], flavor["name"]): (gpus(r["nominal_quota"]), gpus(r.get("borrowing_limit")))
+        for queue in demo_org.CLUSTER_QUEUES
+        for group in queue["resource_groups"]
+        for flavor in group["flavors"]
+        for r in flavor["resources"]
+        if r["name"] == GPU
+    }
+    assert in_scenario == in_demo
+    spot_classes = {t["name"] for t in QUEUE_CLASS_TEMPLATES if t["spot_allowed"]}
+    spot_queues = {q["name"] for q in demo_org.CLUSTER_QUEUES if q["queue_class"] in spot_classes}
+    for workload_class in scenario["generate"]["classes"]:
+        tolerates = any(p.get("tolerations") for p in workload_class["podSets"])
+        assert tolerates == bool(set(workload_class["clusterQueues"]) & spot_queues), (
+            workload_class["name"]
+        )
