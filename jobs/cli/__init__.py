@@ -12,7 +12,9 @@ Where the API and the token come from, first match wins:
 
 Exit codes: 0 done, 1 the request failed (network, token, not found,
 conflict, server error), 2 bad input (flags, or a 400 from the API),
-130 interrupted. Every failure is reported on stderr as ``berth: ...``.
+130 interrupted, 141 the reader of its output went away (``berth list | head``;
+quietly, as ``cat`` or ``git`` would). Every failure is reported on stderr as
+``berth: ...``.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ WAITING = {"submitted", "queued", "quota-reserved", "preempted"}
 ENDED = {"succeeded", "failed", "cancelled", "rejected"}
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# The reader of stdout went away (`berth list | head`): 128 + SIGPIPE, what the
+# shell reports for cat, grep or git cut short the same way.
+EXIT_BROKEN_PIPE = 141
 
 
 class CliError(Exception):

@@ -2,13 +2,15 @@
 
 import argparse
 import importlib.metadata
+import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from jobs.cli.approvals import add_approvals_parser
 from jobs.cli.base import (
     API_PREFIX,
+    EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -29,6 +31,9 @@ from jobs.cli.commands import (
     cmd_why,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
 # --- argument parsing --------------------------------------------------------------
 
 
@@ -37,6 +42,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise CliError(f"{message} (see `{self.prog} --help`)", code=EXIT_USAGE)
+
+    def _print_message(self, message: str, file: "SupportsWrite[str] | None" = None) -> None:
+        # argparse swallows a failed write; let a closed pipe reach main(), so
+        # `berth --help | head` exits like every other command.
+        if message:
+            (file or sys.stderr).write(message)
 
 
 def _version() -> str:
@@ -165,6 +176,29 @@ def run(argv: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``berth`` console script. Returns the exit code."""
+    try:
+        code = _main(argv)
+        # Flush here, not at exit: a reader that went away (`berth list | head`)
+        # must show up as BrokenPipeError inside this guard.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit does
+    not fail on the closed pipe a second time ("Exception ignored ...")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (a test's capture): nothing to flush
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         return run(list(sys.argv[1:] if argv is None else argv))
     except CliError as exc:
