@@ -4,11 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from jobs import rules
 from jobs.models import JobKind, JobRequest, WorkloadEvent
 from queues.api.fields import KueueChoiceField, StrictSerializer
 from queues.quantity import format_canonical
+
+
+@extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string", "example": "1h30m"}]})
+class DurationField(serializers.IntegerField):
+    """Seconds, as a whole number or as text the ``berth`` CLI takes too:
+    ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` (``jobs.rules``)."""
+
+    default_error_messages = {"duration": "{message}"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        # The limits in the units people type as well as in seconds.
+        limits = {"min_value": "at least", "max_value": "at most"}
+        messages = {
+            key: f"must be {word} {rules.format_duration(kwargs[key])} ({{{key}}} s)"
+            for key, word in limits.items()
+            if kwargs.get(key) is not None
+        }
+        kwargs["error_messages"] = {**messages, **kwargs.get("error_messages", {})}
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, str) and not data.strip().isdigit():
+            try:
+                return rules.parse_duration(data)
+            except rules.DurationError as exc:
+                self.fail("duration", message=str(exc))
+        return int(super().to_internal_value(data))
 
 
 class JobSubmitSerializer(StrictSerializer):
@@ -28,13 +57,11 @@ class JobSubmitSerializer(StrictSerializer):
     queue = serializers.CharField(max_length=63, help_text="a LocalQueue, or a queue class")
     priority_class = serializers.CharField(required=False, allow_blank=True, max_length=253)
     checkpoint_uri = serializers.CharField(required=False, allow_blank=True, max_length=1024)
-    checkpoint_interval_seconds = serializers.IntegerField(
+    checkpoint_interval_seconds = DurationField(
         required=False, min_value=60, max_value=7 * 24 * 3600
     )
-    max_runtime_seconds = serializers.IntegerField(
-        required=False, min_value=60, max_value=90 * 24 * 3600
-    )
-    expected_runtime_seconds = serializers.IntegerField(
+    max_runtime_seconds = DurationField(required=False, min_value=60, max_value=90 * 24 * 3600)
+    expected_runtime_seconds = DurationField(
         required=False,
         min_value=1,
         max_value=90 * 24 * 3600,

@@ -1,7 +1,9 @@
 """The CLI's constants, its error, and argument values (durations, key=value)."""
 
 import argparse
-import re
+
+# Pure (no Django): the one reading of durations, shared with the API.
+from jobs import rules
 
 API_PREFIX = "/api/v1/"
 TIMEOUT_SECONDS = 30.0
@@ -29,25 +31,14 @@ class CliError(Exception):
 
 # --- durations and key=value pairs ------------------------------------------------
 
-_DURATION_PART = re.compile(r"(\d+)([smhd]?)")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
 
 def parse_duration(text: str) -> int:
-    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d`` (or ``1h30m``)."""
-    value = text.strip().lower()
-    parts = _DURATION_PART.findall(value)
-    if not value or "".join(n + u for n, u in parts) != value:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: use seconds or a number with s, m, h or d "
-            "(90, 90s, 15m, 2h, 1d)"
-        )
-    # A bare number is seconds, but only on its own ("1h30" is ambiguous).
-    if len(parts) > 1 and any(unit == "" for _, unit in parts):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: give every number a unit, e.g. 1h30m"
-        )
-    return sum(int(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d`` (or ``1h30m``): the
+    API's own reading (``jobs.rules``), as an argparse type."""
+    try:
+        return rules.parse_duration(text)
+    except rules.DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _key_value(text: str) -> tuple[str, str]:

@@ -5,9 +5,12 @@ CLI's submit to success on the simulated cluster."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -105,6 +108,29 @@ def one_line(err: str) -> str:
 )
 def test_durations(text: str, seconds: int) -> None:
     assert base.parse_duration(text) == seconds
+
+
+def test_the_cli_reads_durations_as_the_api_does() -> None:
+    from jobs import rules
+
+    assert base.parse_duration("1h30m") == rules.parse_duration("1h30m") == 5400
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        base.parse_duration("2x")
+    assert str(refused.value) == "'2x' is not a duration: " + rules.DURATION_FORMS
+
+
+def test_the_cli_imports_without_django() -> None:
+    # What a laptop with only the package has: no Django, no DRF, no cluster client.
+    blocked = ["django", "rest_framework", "kubernetes", "celery"]
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        "from jobs.cli import main\n"
+        "from jobs.cli.base import parse_duration\n"
+        "assert parse_duration('2h') == 7200 and main(['--version']) == 0\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_bad_flags_are_refused_on_one_line_before_anything_is_sent(berth: Berth) -> None:

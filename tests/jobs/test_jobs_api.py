@@ -175,3 +175,58 @@ def test_the_list_costs_the_same_queries_for_more_jobs(org: Org) -> None:
     for name in ("two", "three", "four"):
         org.alice.post(URL, job(name=name, queue="eval-batch", nodes=1), format="json")
     assert queries() == few
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [(7200, 7200), ("7200", 7200), ("2h", 7200), ("90m", 5400), ("1h30m", 5400), (" 1D ", 86400)],
+)
+def test_runtimes_take_durations_as_well_as_seconds(org: Org, given: Any, seconds: int) -> None:
+    response = org.alice.post(
+        URL, job(max_runtime_seconds=given, expected_runtime_seconds=given), format="json"
+    )
+    assert response.status_code == 201, response.content
+    stored = JobRequest.objects.get()
+    assert (stored.max_runtime_seconds, stored.expected_runtime_seconds) == (seconds, seconds)
+    assert response.json()["max_runtime_seconds"] == seconds  # answered in seconds, as stored
+    labels = stored.manifest[0]["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/max-exec-time-seconds"] == str(seconds)
+
+
+def test_the_team_page_form_takes_durations_too(org: Org, client: Any) -> None:
+    # The form posts strings through the same serializer as the API.
+    client.force_login(org.users["alice"])
+    form = {
+        **{k: str(v) for k, v in job().items() if k != "command"},
+        "command": "python train.py",
+        "max_runtime_seconds": "2h",
+        "expected_runtime_seconds": "45m",
+        "submit": "1",
+    }
+    response = client.post("/teams/research/", form)
+    assert response.status_code in (200, 302), response.content[:500]
+    stored = JobRequest.objects.get()
+    assert (stored.max_runtime_seconds, stored.expected_runtime_seconds) == (7200, 2700)
+
+
+@pytest.mark.parametrize(
+    ("field", "given", "rule", "words"),
+    [
+        ("max_runtime_seconds", "2x", "duration", "'2x' is not a duration: use seconds"),
+        ("max_runtime_seconds", "1h30", "duration", "give every number a unit"),
+        ("expected_runtime_seconds", "soon", "duration", "15m, 2h, 1d, 1h30m"),
+        ("max_runtime_seconds", "30s", "min_value", "must be at least 1m (60 s)"),
+        ("max_runtime_seconds", "91d", "max_value", "must be at most 90d (7776000 s)"),
+        ("expected_runtime_seconds", 0, "min_value", "must be at least 1s (1 s)"),
+        ("max_runtime_seconds", "", "duration", "'' is not a duration"),
+    ],
+)
+def test_a_bad_duration_is_refused_naming_the_field_and_rule(
+    org: Org, field: str, given: Any, rule: str, words: str
+) -> None:
+    response = org.alice.post(URL, job(**{field: given}), format="json")
+    assert response.status_code == 400, response.content
+    [error] = response.json()["errors"]
+    assert (error["field"], error["rule"]) == (field, rule)
+    assert words in error["message"], error["message"]
+    assert JobRequest.objects.count() == 0
