@@ -158,3 +158,39 @@ def format_canonical(resource: str, amount: int) -> str:
         number, suffix = min(candidates, key=lambda c: len(str(abs(c[0]))))
         return f"{number}{suffix}"
     return str(amount)
+
+
+def format_readable(resource: str, amount: int) -> str:
+    """A canonical amount for people to read: Kubernetes notation when that is
+    short and whole (``500m``, ``24``, ``6Ti``, ``1536Mi``), else rounded to
+    three significant digits in the largest unit that keeps it at least one —
+    CPU in cores (``117``, ``1.5``), memory in binary units (``1.22Ti``,
+    ``121Ki``). Measured
+    amounts (usage, lent) are rarely round, and ``117091m`` or
+    ``1341071000545`` read as noise. For display only: write quotas with
+    ``format_canonical``, which is exact."""
+    exact = format_canonical(resource, amount)
+    unit = unit_for(resource)
+    sign = "-" if amount < 0 else ""
+    magnitude = abs(amount)
+    if unit is Unit.COUNT:
+        return exact
+    if unit is Unit.MILLI:
+        if magnitude % 1000 == 0 or magnitude < 1000:
+            return exact
+        return sign + _significant(Decimal(magnitude) / 1000)
+    if magnitude < 1024 or (not exact[-1].isdigit() and len(exact) <= 6):
+        return exact
+    suffix, factor = next(((s, f) for s, f in _BINARY_DESCENDING if magnitude >= f), ("", 1))
+    return sign + _significant(Decimal(magnitude) / factor) + suffix
+
+
+def _significant(value: Decimal) -> str:
+    """Three significant digits, never in exponent form, no trailing zeros."""
+    if value >= 100:
+        text = f"{value:.0f}"
+    elif value >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.2f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from queues.quantity import format_canonical
+from queues.quantity import format_readable
 
 register = template.Library()
 
@@ -35,10 +35,11 @@ def duration(seconds: float | None) -> str:
 
 @register.filter
 def quantity(amount: int | None, resource: str) -> str:
-    """A canonical amount in Kubernetes notation (GPUs and counts stay plain)."""
+    """A canonical amount as people read it: Kubernetes notation when short,
+    else three significant digits (GPUs and counts stay plain)."""
     if amount is None:
         return "—"
-    return format_canonical(resource, int(amount))
+    return format_readable(resource, int(amount))
 
 
 @register.filter

@@ -1,4 +1,5 @@
-"""A team's home: its quotas and use, what it can borrow now and from whom,
+"""A team's home: its quotas and use, what it can borrow now and from whom
+(``jobs.borrowing``),
 its jobs, a submit form with the API's checks and a dry-run preview, and the
 member's API tokens. Another team's page does not exist for a non-member."""
 
@@ -18,8 +19,9 @@ from jobs import selectors as job_selectors
 from jobs import services as job_services
 from jobs import stats
 from jobs.api.serializers import JobSubmitSerializer
+from jobs.borrowing import borrowing_now
 from queues.errors import FieldError, PolicyInvalid
-from queues.models import ClusterQueue, LocalQueue, Quota, Team
+from queues.models import ClusterQueue, LocalQueue, Team
 
 FORM_FIELDS = (
     "name", "kind", "image", "queue", "nodes", "gpus_per_node", "priority_class",
@@ -33,57 +35,6 @@ def _team(request: HttpRequest, slug: str) -> Team:
     if team is None or (visible is not None and team.pk not in visible):
         raise Http404("no such team of yours")
     return team
-
-
-def _lendable(snapshot: dict[str, dict[str, int]], limits: dict[str, int | None]) -> dict[str, int]:
-    """Idle GPUs each queue could lend now: nominal minus usage, within its lending limit."""
-    idle = {}
-    for name, figures in snapshot.items():
-        spare = max(0, figures["nominal"] - figures["usage"])
-        limit = limits.get(name)
-        idle[name] = spare if limit is None else min(spare, limit)
-    return idle
-
-
-def borrowing_now(team: Team) -> list[dict[str, Any]]:
-    """For each of the team's queues in a cohort: who has idle GPUs to lend now,
-    and how many it may take (its borrowing limit caps it)."""
-    usage = stats.queue_usage()
-    gpu_quotas = Quota.objects.filter(resource=stats.GPU, cluster_queue__isnull=False)
-    lending: dict[str, int | None] = {}
-    borrowing: dict[str, int | None] = {}
-    for name, lend, borrow in gpu_quotas.values_list(
-        "cluster_queue__name", "lending_limit", "borrowing_limit"
-    ):
-        lending[name] = None if lend is None else (lending.get(name) or 0) + lend
-        borrowing[name] = None if borrow is None else (borrowing.get(name) or 0) + borrow
-    idle = _lendable(usage, lending)
-    rows: list[dict[str, Any]] = []
-    queues = ClusterQueue.objects.filter(local_queues__namespace__team=team).distinct()
-    members: dict[int, list[str]] = {}
-    for name, cohort_id in ClusterQueue.objects.filter(cohort__isnull=False).values_list(
-        "name", "cohort_id"
-    ):
-        members.setdefault(cohort_id, []).append(name)
-    for queue in queues.select_related("cohort").order_by("name"):
-        if queue.cohort is None:
-            rows.append({"queue": queue.name, "cohort": None, "lenders": [], "can_borrow": 0})
-            continue
-        peers = [name for name in members.get(queue.cohort.pk, []) if name != queue.name]
-        offers = sorted(((idle[p], p) for p in peers if idle.get(p)), key=lambda o: (-o[0], o[1]))
-        lenders = [{"queue": name, "idle": amount} for amount, name in offers]
-        total = sum(amount for amount, _ in offers)
-        limit = borrowing.get(queue.name)
-        rows.append(
-            {
-                "queue": queue.name,
-                "cohort": queue.cohort.name,
-                "lenders": lenders,
-                "can_borrow": total if limit is None else min(total, limit),
-                "limit": limit,
-            }
-        )
-    return rows
 
 
 def _form_data(post: Any, team: Team) -> dict[str, Any]:
@@ -139,7 +90,7 @@ def team_page(request: HttpRequest, slug: str) -> HttpResponse:
     context = {
         "team": team,
         "quotas": [(q, stats.queue_quota_rows(q.name)) for q in queues.order_by("name")],
-        "borrowing": borrowing_now(team),
+        "borrowing": borrowing_now([q.name for q in queues.order_by("name")]),
         "usage": team.usage.order_by("-at").first(),
         "jobs": job_selectors.jobs_for(request.user).filter(team=team)[:20],
         "local_queues": LocalQueue.objects.filter(namespace__team=team)

@@ -172,9 +172,11 @@ def test_a_team_page_shows_quotas_borrowing_and_jobs_to_its_members_only(
 ) -> None:
     page = html(browser(org, "alice").get("/teams/research/"))
     assert "Quotas and use" in page and "research-eval" in page
-    # serving lends 16 - 6 = 10 idle GPUs; research may borrow 8 (its limit).
-    assert 'data-borrow="research">8<' in page
-    assert "serving has 10 idle" in page
+    # research already borrows 4 of its limit of 8: 4 more now (the cohort has
+    # 22 idle: serving 10, research-dev 8, urgent 8, less research's 4).
+    assert 'data-borrow="research/h100">4<' in page
+    assert "it borrows 4 of its limit of 8" in page
+    assert "serving has 6 idle" in page  # 10 unused, 4 of them lent
     assert browser(org, "bob").get("/teams/research/").status_code == 404
     assert browser(org, "admin").get("/teams/research/").status_code == 200
     assert browser(org, "alice").get("/team/")["Location"] == "/teams/research/"

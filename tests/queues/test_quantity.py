@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queues.quantity import INT64_MAX, QuantityError, format_canonical, parse_decimal, to_canonical
+from queues.quantity import (
+    INT64_MAX,
+    QuantityError,
+    format_canonical,
+    format_readable,
+    parse_decimal,
+    to_canonical,
+)
 
 
 @pytest.mark.parametrize(
@@ -102,3 +109,42 @@ def test_no_rounding_beyond_28_digits(resource: str, text: str) -> None:
 def test_overlong_quantity_is_refused() -> None:
     with pytest.raises(QuantityError, match="at most 64"):
         to_canonical("cpu", "9" * 65)
+
+
+@pytest.mark.parametrize(
+    ("resource", "amount", "shown"),
+    [
+        # What the team page's Lent column used to show raw.
+        ("cpu", 117091, "117"),
+        ("memory", 1341071000545, "1.22Ti"),
+        # Whole and short: Kubernetes notation, as the quotas were written.
+        ("cpu", 24000, "24"),
+        ("cpu", 500, "500m"),
+        ("memory", 6 * 2**40, "6Ti"),
+        ("memory", 256 * 2**30, "256Gi"),
+        ("memory", 1536 * 2**20, "1536Mi"),
+        # Not whole: three significant digits in the largest fitting unit.
+        ("cpu", 1500, "1.5"),
+        ("cpu", 12345, "12.3"),
+        ("memory", 123456, "121Ki"),
+        ("memory", 512, "512"),
+        ("nvidia.com/gpu", 13, "13"),
+        ("cpu", -117091, "-117"),
+    ],
+)
+def test_readable_amounts(resource: str, amount: int, shown: str) -> None:
+    assert format_readable(resource, amount) == shown
+
+
+@given(st.sampled_from(["cpu", "memory"]), st.integers(min_value=0, max_value=2**62))
+def test_a_readable_amount_is_short_and_never_a_bare_stored_integer(
+    resource: str, amount: int
+) -> None:
+    if resource == "cpu":
+        amount %= 10**9  # up to a million cores
+    shown = format_readable(resource, amount)
+    assert len(shown) <= 7, shown
+    if resource == "memory" and amount >= 1024:
+        assert not shown.isdigit(), shown  # a unit where one belongs
+    if resource == "cpu" and amount % 1000:
+        assert shown.endswith("m") == (amount < 1000), shown
