@@ -13,11 +13,11 @@ from typing import Any
 from jobs.cluster_state import ClusterState, cluster_state, pod_set
 from queues.engine.assign import Mode
 from queues.engine.estimate import estimate_all, estimate_start
-from queues.engine.explain import Explanation, explain
+from queues.engine.explain import Explanation, Shortfall, explain
 from queues.engine.model import Policy, Workload
 from queues.engine.scheduler import Scheduler
 from queues.errors import FieldError
-from queues.quantity import QuantityError, to_canonical
+from queues.quantity import QuantityError, format_canonical, to_canonical
 from queues.simulation.job_kinds import kind_of
 
 
@@ -75,6 +75,14 @@ class Candidate:
         )
 
 
+# The request field that sets a resource's amount per node.
+PER_NODE_FIELD = {
+    "nvidia.com/gpu": "gpus_per_node",
+    "cpu": "cpu_per_node",
+    "memory": "memory_per_node",
+}
+
+
 def never_fits(policy: Policy, candidate: Candidate) -> list[FieldError]:
     """Errors when the job could not be admitted even on an empty cluster: its
     queue's nominal quota plus all it may borrow is too small, or no flavor the
@@ -86,24 +94,11 @@ def never_fits(policy: Policy, candidate: Candidate) -> list[FieldError]:
     if assignment.mode is not Mode.NO_FIT:
         return []
     explanation = explain(scheduler, workload.key)
-    errors = []
-    for shortfall in explanation.shortfalls:
-        if shortfall.never_fits:
-            errors.append(
-                FieldError(
-                    "gpus_per_node" if shortfall.resource == "nvidia.com/gpu" else "nodes",
-                    "never-fits",
-                    f"the job asks for {shortfall.requested} {shortfall.resource} in flavor "
-                    f"{shortfall.flavor}, but ClusterQueue {candidate.cluster_queue} can use at "
-                    f"most {shortfall.maximum} there (nominal {shortfall.nominal}"
-                    + (
-                        f", borrowing limit {shortfall.borrowing_limit}"
-                        if shortfall.borrowing_limit is not None
-                        else ", plus what its cohort can lend"
-                    )
-                    + "); ask for less or use a bigger queue",
-                )
-            )
+    errors = [
+        _too_big(candidate, shortfall)
+        for shortfall in explanation.shortfalls
+        if shortfall.never_fits
+    ]
     if not errors:
         errors.append(
             FieldError(
@@ -114,6 +109,45 @@ def never_fits(policy: Policy, candidate: Candidate) -> list[FieldError]:
             )
         )
     return errors
+
+
+def _too_big(candidate: Candidate, shortfall: Shortfall) -> FieldError:
+    """The job's whole request (nodes × per node) against the most its queue
+    could ever hold in that flavor, on the field that fixes it: fewer nodes
+    when a smaller gang would fit, else less per node."""
+    resource = shortfall.resource
+    noun = "GPUs" if resource == "nvidia.com/gpu" else resource
+    nodes = sum(int(p.get("count", 1)) for p in candidate.pod_sets)
+    per_pod = {int((p.get("requests") or {}).get(resource, 0)) for p in candidate.pod_sets}
+    per_node = per_pod.pop() if len(per_pod) == 1 else None
+    maximum = to_canonical(resource, shortfall.maximum)
+    asks = f"the job asks for {shortfall.requested} {noun} in all"
+    if per_node is not None:
+        asks += f" ({nodes} node{'s' if nodes != 1 else ''} × {_q(resource, per_node)} per node)"
+    if shortfall.borrowing_limit is not None:
+        limit = f"nominal quota {shortfall.nominal} + borrowing limit {shortfall.borrowing_limit}"
+    elif shortfall.cohort_available is None:
+        limit = f"nominal quota {shortfall.nominal}, and no cohort to borrow from"
+    else:
+        limit = f"nominal quota {shortfall.nominal} + what its cohort can lend"
+    fewer_nodes = maximum // per_node if per_node else 0
+    if nodes > 1 and fewer_nodes >= 1:
+        field = "nodes"
+        fix = f"use at most {fewer_nodes} node(s) of {_q(resource, per_node)} {noun}"
+    else:
+        field = PER_NODE_FIELD.get(resource, "nodes")
+        fix = f"ask for at most {shortfall.maximum} {noun} in all"
+    return FieldError(
+        field,
+        "never-fits",
+        f"{asks}, but ClusterQueue {candidate.cluster_queue} can never admit more than "
+        f"{shortfall.maximum} {noun} in flavor {shortfall.flavor}, even empty and "
+        f"borrowing all it may ({limit}); {fix}, or use a queue with more quota",
+    )
+
+
+def _q(resource: str, amount: int | None) -> str:
+    return format_canonical(resource, amount or 0)
 
 
 def _when(seconds: float | None) -> datetime | None:

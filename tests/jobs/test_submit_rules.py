@@ -38,7 +38,7 @@ CASES = [
     ("checkpoint_uri", "checkpoint-required",
      {"queue": "eval-batch", "checkpoint_uri": "", "nodes": 1}),
     ("gpus_per_node", "exceeds-node-size", {"gpus_per_node": 16, "nodes": 1}),
-    ("gpus_per_node", "never-fits", {"nodes": 4}),
+    ("nodes", "never-fits", {"nodes": 4}),
     ("max_runtime_seconds", "max-runtime-above-limit", {"max_runtime_seconds": 15 * DAY}),
     ("retries", "retries-above-limit", {"retries": 4}),
     ("justification", "justification-required", {"queue": "urgent-release", "nodes": 1}),
@@ -78,6 +78,43 @@ def test_the_never_fits_error_gives_the_numbers(org: Org) -> None:
     [error] = [e for e in response.json()["errors"] if e["rule"] == "never-fits"]
     assert "32" in error["message"] and "24" in error["message"], error["message"]
     assert "research" in error["message"]
+
+
+def test_a_request_too_big_for_the_queue_speaks_of_its_total(org: Org) -> None:
+    # 10 nodes × 8 GPUs: 80 in all, where research could hold 16 + 8 borrowed.
+    response = org.alice.post(URL, job(nodes=10, gpus_per_node=8), format="json")
+    refused(response, "nodes", "never-fits")
+    [error] = response.json()["errors"]
+    assert error["message"] == (
+        "the job asks for 80 GPUs in all (10 nodes × 8 per node), but ClusterQueue research "
+        "can never admit more than 24 GPUs in flavor h100, even empty and borrowing all it may "
+        "(nominal quota 16 + borrowing limit 8); use at most 3 node(s) of 8 GPUs, "
+        "or use a queue with more quota"
+    )
+
+
+def test_a_node_too_big_for_the_queue_is_refused_on_gpus_per_node(org: Org) -> None:
+    from tests.factories import cluster_queue
+    from tests.jobs.conftest import gpus
+
+    cluster_queue(
+        "research-small", team="research", queue_class="interactive-dev",
+        resource_groups=gpus(("h100", "4")),
+    )  # fmt: skip
+    for nodes in (1, 3):  # fewer nodes cannot help: one node is more than it holds
+        response = org.alice.post(
+            URL, job(queue="research-small", nodes=nodes, gpus_per_node=8), format="json"
+        )
+        refused(response, "gpus_per_node", "never-fits")
+        [error] = response.json()["errors"]
+        assert error["message"].startswith(
+            f"the job asks for {nodes * 8} GPUs in all ({nodes} node{'s' if nodes > 1 else ''}"
+            " × 8 per node), but ClusterQueue research-small can never admit more than 4 GPUs"
+        ), error["message"]
+        assert error["message"].endswith(
+            "(nominal quota 4, and no cohort to borrow from); ask for at most 4 GPUs in all, "
+            "or use a queue with more quota"
+        ), error["message"]
 
 
 def test_the_node_size_comes_from_the_synced_nodes(org: Org) -> None:
