@@ -233,17 +233,76 @@ class SimulatedBackend:
             return self._store(row, dict(obj), created=False)
 
     def delete(self, rtype: ResourceType, name: str, namespace: str | None = None) -> None:
+        """Delete an object and then, as the garbage collector does after a
+        delete with ``propagationPolicy=Background`` (what the kubernetes
+        backend sends), its dependents: a Workload goes with the job that owns
+        it, so its quota or its place in line is free at once."""
         with transaction.atomic():
-            row = SimulatedObject.objects.filter(
-                kind=rtype.kind, namespace=namespace or "", name=name
-            ).first()
+            row = (
+                SimulatedObject.objects.select_for_update()
+                .filter(kind=rtype.kind, namespace=namespace or "", name=name)
+                .first()
+            )
             if row is None:
                 return
-            body = row.body
-            row.delete()
-            event_id = self._record(rtype.kind, "DELETED", body)
-            body["metadata"]["resourceVersion"] = str(event_id)
-            SimulatedEvent.objects.filter(pk=event_id).update(body=body)
+            self._remove(row)
+            self._collect({(row.namespace, row.uid)})
+
+    def _remove(self, row: SimulatedObject) -> None:
+        body = row.body
+        row.delete()
+        event_id = self._record(row.kind, "DELETED", body)
+        body["metadata"]["resourceVersion"] = str(event_id)
+        SimulatedEvent.objects.filter(pk=event_id).update(body=body)
+
+    def collect_garbage(self) -> int:
+        """One pass of the garbage collector over the whole cluster: objects
+        whose owners are all gone are deleted (with their own dependents). It
+        catches what a delete left behind before it cascaded (a database
+        written by an older Berth), so such a Workload cannot hold quota or a
+        queue's head across restarts. Returns how many objects it deleted."""
+        with transaction.atomic():
+            return self._collect(None)
+
+    def _collect(self, owners: set[tuple[str, str]] | None) -> int:
+        """Delete the dependents of ``owners`` ((namespace, uid) of deleted
+        objects; None: of every absent owner) as Kubernetes' garbage collector
+        does: an object goes when none of its owners exists any more (matched
+        by uid), and then its dependents in turn; one that still has an owner
+        keeps it and loses only the references to the absent ones."""
+        deleted = 0
+        while owners is None or owners:
+            rows = SimulatedObject.objects.select_for_update().filter(
+                body__metadata__has_key="ownerReferences"
+            )
+            if owners is not None and all(namespace for namespace, _ in owners):
+                # A namespaced owner's dependents live in its namespace.
+                rows = rows.filter(namespace__in={namespace for namespace, _ in owners})
+            wanted = {uid for _, uid in owners} if owners is not None else None
+            candidates = []
+            for row in rows.order_by("id"):
+                refs = list(row.body["metadata"].get("ownerReferences") or [])
+                if refs and (wanted is None or any(r.get("uid") in wanted for r in refs)):
+                    candidates.append((row, refs))
+            named = {str(r.get("uid")) for _, refs in candidates for r in refs}
+            present = set(
+                SimulatedObject.objects.filter(uid__in=named).values_list("uid", flat=True)
+            )
+            gone: set[tuple[str, str]] = set()
+            for row, refs in candidates:
+                solid = [r for r in refs if r.get("uid") in present]
+                if len(solid) == len(refs):
+                    continue
+                if solid:
+                    body = dict(row.body)
+                    body["metadata"] = {**body["metadata"], "ownerReferences": solid}
+                    self._store(row, body, created=False)
+                else:
+                    self._remove(row)
+                    gone.add((row.namespace, row.uid))
+                    deleted += 1
+            owners = gone
+        return deleted
 
     def patch_status(
         self,

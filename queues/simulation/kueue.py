@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from queues.backends.base import TYPES
+from queues.backends.base import TYPES, BackendError
 from queues.backends.simulated import SimulatedBackend
 from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
 from queues.engine.runner import run_cycles
@@ -80,10 +80,10 @@ class SimulatedKueue:
 
     def _create_workloads(self, now: float) -> int:
         workloads, _ = self.backend.list(TYPES["Workload"])
+        # Kueue finds a job's Workload by the owner's UID: a job submitted again
+        # under an old job's name is a new job.
         owned = {
-            (w["metadata"]["namespace"], ref.get("kind", ""), ref["name"])
-            for w in workloads
-            for ref in w["metadata"].get("ownerReferences", [])
+            ref.get("uid") for w in workloads for ref in w["metadata"].get("ownerReferences", [])
         }
         priorities = {
             p["metadata"]["name"]: p.get("value", 0)
@@ -94,11 +94,25 @@ class SimulatedKueue:
             for job in self.backend.list(TYPES[kind.kind])[0]:
                 metadata = job["metadata"]
                 queue = metadata.get("labels", {}).get(QUEUE_LABEL)
-                if not queue or (metadata["namespace"], kind.kind, metadata["name"]) in owned:
+                if not queue or metadata.get("uid") in owned:
                     continue
                 if kind_of(job) is not kind or kind.finished(job):
                     continue
-                self._create_workload(job, queue, priorities, now)
+                try:
+                    self._create_workload(job, queue, priorities, now)
+                except BackendError as exc:
+                    if exc.status != 409:
+                        raise
+                    # A Workload of an older job of that name, not yet collected
+                    # (Kueue's names carry a hash of the job's UID; these do not):
+                    # this job gets its own once the garbage collector took it.
+                    log.warning(
+                        "job %s/%s waits for its Workload: %s",
+                        metadata["namespace"],
+                        metadata["name"],
+                        exc,
+                    )
+                    continue
                 created += 1
         return created
 
@@ -307,6 +321,23 @@ class SimulatedKueue:
 
     # --------------------------------------------------------------- writes
 
+    def _write(self, body: dict[str, Any]) -> None:
+        """Write back what Kueue or a job controller changed. An object deleted
+        since this step read it (a job cancelled meanwhile, its Workload gone
+        with it) stays gone: like a controller's update that gets NotFound."""
+        try:
+            self.backend.replace(body)
+        except BackendError as exc:
+            if exc.status != 404:
+                raise
+            metadata = body["metadata"]
+            log.info(
+                "%s %s/%s was deleted during the step",
+                body["kind"],
+                metadata.get("namespace", ""),
+                metadata["name"],
+            )
+
     def _refresh(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         metadata = obj["metadata"]
         current = self.backend.get(TYPES[obj["kind"]], metadata["name"], metadata.get("namespace"))
@@ -317,7 +348,7 @@ class SimulatedKueue:
         before = copy.deepcopy(body.get("status"))
         set_condition(body, condition("QuotaReserved", False, reason, message, now))
         if body.get("status") != before:
-            self.backend.replace(body)
+            self._write(body)
 
     def _admit(
         self,
@@ -369,7 +400,7 @@ class SimulatedKueue:
             )
             body["metadata"].setdefault("annotations", {})[STARTED] = iso(now)
             self._set_job_suspended(body, False, now)
-        self.backend.replace(body)
+        self._write(body)
 
     def _answer_checks(
         self, scheduler: Scheduler, obj: Mapping[str, Any], workload: Workload, now: float
@@ -386,7 +417,7 @@ class SimulatedKueue:
                 body, condition("Admitted", True, "Admitted", "The workload is admitted", now)
             )
             body["metadata"].setdefault("annotations", {})[STARTED] = iso(now)
-            self.backend.replace(body)
+            self._write(body)
             self._set_job_suspended(body, False, now)
         elif CheckState.REJECTED in states or CheckState.RETRY in states:
             scheduler.reconcile_checks(workload.key)
@@ -410,7 +441,7 @@ class SimulatedKueue:
             body,
             condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
         )
-        self.backend.replace(body)
+        self._write(body)
         self._set_job_suspended(body, True, now)
 
     def _evict(self, obj: Mapping[str, Any], reason: str, message: str, now: float) -> None:
@@ -436,18 +467,18 @@ class SimulatedKueue:
         )
         set_condition(body, condition("Requeued", True, "Preempted", message, now))
         self._set_job_suspended(body, True, now)
-        self.backend.replace(body)
+        self._write(body)
 
     def _finish(self, obj: Mapping[str, Any], now: float) -> None:
         body = self._refresh(obj)
         set_condition(
             body, condition("Finished", True, "Succeeded", "Job finished successfully", now)
         )
-        self.backend.replace(body)
+        self._write(body)
         for kind, job in self._jobs(body):
             if not kind.finished(job):
                 kind.finish(job, now)
-                self.backend.replace(job)
+                self._write(job)
 
     def _jobs(self, workload: Mapping[str, Any]) -> list[tuple[JobKind, dict[str, Any]]]:
         """The jobs owning a workload (copies, to change and write back)."""
@@ -457,7 +488,7 @@ class SimulatedKueue:
             if kind is None:
                 continue
             job = self.backend.get(TYPES[kind.kind], ref["name"], workload["metadata"]["namespace"])
-            if job is not None:
+            if job is not None and job["metadata"].get("uid") == ref.get("uid"):
                 found.append((kind, copy.deepcopy(job)))
         return found
 
@@ -465,7 +496,7 @@ class SimulatedKueue:
         for kind, job in self._jobs(workload):
             if kind.suspended(job) != suspended:
                 kind.set_suspended(job, suspended, now)
-                self.backend.replace(job)
+                self._write(job)
 
     def _queue_status(self, scheduler: Scheduler, now: float) -> None:
         """Kueue-like status on every ClusterQueue and LocalQueue."""
@@ -497,7 +528,7 @@ class SimulatedKueue:
                 set_condition(
                     body, condition("Active", True, "Ready", "Can admit new workloads", now)
                 )
-                self.backend.replace(body)
+                self._write(body)
 
     def _local_queue_status(
         self, workloads: Mapping[tuple[str, str], Mapping[str, Any]], now: float
@@ -529,7 +560,7 @@ class SimulatedKueue:
             if {k: (queue.get("status") or {}).get(k) for k in status} != status:
                 body = copy.deepcopy(queue)
                 body["status"] = {**(queue.get("status") or {}), **status}
-                self.backend.replace(body)
+                self._write(body)
 
 
 def _true(obj: Mapping[str, Any], kind: str) -> bool:

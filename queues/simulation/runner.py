@@ -54,6 +54,9 @@ def step(*, load: bool | None = None, now: float | None = None) -> StepReport | 
             clock.last_tick = now
             clock.save(update_fields=["last_tick"])
         nodes = ensure_nodes(backend)
+        # The garbage collector: what lost its owner (a Workload whose job was
+        # deleted before deletes cascaded) goes before Kueue looks at it.
+        backend.collect_garbage()
         created = 0
         if settings.BERTH_DEMO_LOAD if load is None else load:
             # Bounded, so a long pause does not bring an hour of jobs at once.
