@@ -215,6 +215,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# A form posted with a stale token gets the styled 403 page, saying to reload.
+CSRF_FAILURE_VIEW = "frontend.views.errors.csrf_failure"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 

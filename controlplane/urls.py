@@ -27,5 +27,6 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
 ]
 
-handler404 = "controlplane.api.not_found"
+handler404 = "frontend.views.errors.not_found"
+handler403 = "frontend.views.errors.permission_denied"
 handler500 = "controlplane.api.server_error"

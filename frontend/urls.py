@@ -3,13 +3,25 @@ from __future__ import annotations
 from django.urls import path
 
 from frontend import vendor
-from frontend.views import approvals, cohorts, jobs, overview, policy, queues, teams, whatif
+from frontend.views import (
+    approvals,
+    cohorts,
+    jobs,
+    overview,
+    policy,
+    profile,
+    queues,
+    teams,
+    whatif,
+)
 
 urlpatterns = [
     path("", overview.overview, name="home"),
     path("queues/", queues.queue_list, name="queues"),
     path("queues/<str:name>/", queues.queue_detail, name="queue"),
     path("team/", teams.my_team, name="my-team"),
+    path("teams/", teams.team_list, name="teams"),
+    path("profile/", profile.profile, name="profile"),
     path("teams/<str:slug>/", teams.team_page, name="team"),
     path("cohorts/", cohorts.cohort_page, name="cohorts"),
     path("jobs/", jobs.job_list, name="jobs"),

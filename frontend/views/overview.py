@@ -30,6 +30,8 @@ def _reconcile_status() -> dict[str, object]:
     since = timezone.now() - timedelta(days=1)
     return {
         "last": last,
+        # GET /api/v1/policy/plan/ answers 404 until someone has made a plan.
+        "has_plan": ReconcileRun.objects.filter(dry_run=True).exists(),
         "drift_day": DriftRecord.objects.filter(detected_at__gte=since).count(),
         "failed_day": runs.filter(
             started_at__gte=since,

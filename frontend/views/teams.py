@@ -8,20 +8,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.urls import reverse
 
-from accounts.models import ApiToken
-from accounts.services import create_token, revoke_token
 from frontend.views.common import page, visible_team_ids
 from jobs import selectors as job_selectors
 from jobs import services as job_services
 from jobs import stats
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.borrowing import borrowing_now
+from jobs.models import JobRequest, TeamUsageSnapshot
+from jobs.models.requests import TERMINAL_STATES
 from queues.errors import FieldError, PolicyInvalid
-from queues.models import ClusterQueue, LocalQueue, Team
+from queues.models import ClusterQueue, LocalQueue, Team, TeamMembership
 
 FORM_FIELDS = (
     "name", "kind", "image", "queue", "nodes", "gpus_per_node", "priority_class",
@@ -70,22 +70,10 @@ def team_page(request: HttpRequest, slug: str) -> HttpResponse:
     team = _team(request, slug)
     result: dict[str, Any] | None = None
     errors: list[FieldError] = []
-    issued = None
     if request.method == "POST":
-        action = request.POST.get("action")
-        if action == "token-create":
-            issued = create_token(user=request.user, name=request.POST.get("token_name") or "web")
-        elif action == "token-revoke":
-            token = ApiToken.objects.filter(
-                pk=request.POST.get("token") or 0, user_id=request.user.pk or 0
-            ).first()
-            if token is not None:
-                revoke_token(token)
-            return redirect(reverse("team", args=[slug]) + "#tokens")
-        else:
-            result, errors = _submit(request, team)
-            if result and "submitted" in result:
-                return redirect("job", result["submitted"].pk)
+        result, errors = _submit(request, team)
+        if result and "submitted" in result:
+            return redirect("job", result["submitted"].pk)
     queues = ClusterQueue.objects.filter(local_queues__namespace__team=team).distinct()
     context = {
         "team": team,
@@ -100,20 +88,63 @@ def team_page(request: HttpRequest, slug: str) -> HttpResponse:
         "errors": errors,
         "field_errors": {e.field: e for e in errors},
         "result": result,
-        "tokens": ApiToken.objects.filter(
-            user_id=request.user.pk or 0, revoked_at__isnull=True
-        ).order_by("-created_at"),
-        "issued": issued,
     }
     # Only [data-live] sections refresh: the form is never replaced under the user.
     return page(request, "frontend/team.html", context, nav="teams")
 
 
 @login_required
-def my_team(request: HttpRequest) -> HttpResponse:
-    """The signed-in member's team page (the first of their teams), or the overview."""
+def team_list(request: HttpRequest) -> HttpResponse:
+    """The teams the user can see (every team, for an admin): namespaces, queues,
+    members, GPUs allocated now and jobs that are live."""
     visible = visible_team_ids(request.user)
-    team = Team.objects.filter(pk__in=visible or []).order_by("slug").first()
-    if visible is None or team is None:
-        return redirect("home")
+    teams = Team.objects.order_by("slug").prefetch_related("namespaces")
+    if visible is not None:
+        teams = teams.filter(pk__in=visible)
+    live = dict(
+        JobRequest.objects.exclude(state__in=sorted(TERMINAL_STATES))
+        .values_list("team_id")
+        .annotate(n=Count("id"))
+        .values_list("team_id", "n")
+    )
+    members = dict(
+        TeamMembership.objects.values_list("team_id")
+        .annotate(n=Count("user", distinct=True))
+        .values_list("team_id", "n")
+    )
+    queues: dict[int, set[str]] = {}
+    for team_id, name in LocalQueue.objects.filter(namespace__team__in=teams).values_list(
+        "namespace__team_id", "cluster_queue__name"
+    ):
+        queues.setdefault(team_id, set()).add(name)
+    newest = {
+        u.team_id: u
+        for u in TeamUsageSnapshot.objects.filter(team__in=teams)
+        .order_by("team_id", "-at")
+        .distinct("team_id")
+    }
+    rows = [
+        {
+            "team": team,
+            "namespaces": sorted(n.name for n in team.namespaces.all()),
+            "queues": sorted(queues.get(team.pk, ())),
+            "members": members.get(team.pk, 0),
+            "live_jobs": live.get(team.pk, 0),
+            "usage": newest.get(team.pk),
+        }
+        for team in teams
+    ]
+    return page(request, "frontend/teams.html", {"rows": rows}, nav="teams")
+
+
+@login_required
+def my_team(request: HttpRequest) -> HttpResponse:
+    """The signed-in member's team page; the list when they see several (an
+    admin sees them all); a page saying so when they are in none."""
+    visible = visible_team_ids(request.user)
+    if visible is None or len(visible) > 1:
+        return redirect("teams")
+    team = Team.objects.filter(pk__in=visible).first()
+    if team is None:
+        return page(request, "frontend/no_team.html", {}, nav="teams", live=False)
     return redirect("team", team.slug)

@@ -200,19 +200,6 @@ def test_the_team_form_previews_submits_and_refuses_like_the_api(org: Org) -> No
     assert stored.command == ["python", "train.py", "--config", "x.yaml"]
 
 
-def test_tokens_are_created_once_shown_and_revoked(org: Org) -> None:
-    from accounts.models import ApiToken
-
-    alice = browser(org, "alice")
-    page = html(alice.post("/teams/research/", {"action": "token-create", "token_name": "cli"}))
-    assert 'id="issued-token"' in page
-    token = ApiToken.objects.get(user=org.users["alice"], name="cli")
-    assert token.prefix in page
-    alice.post("/teams/research/", {"action": "token-revoke", "token": token.pk})
-    token.refresh_from_db()
-    assert token.revoked_at is not None
-
-
 def test_the_cohort_page_shows_the_tree_the_balance_sheet_and_shares(org: Org) -> None:
     from jobs.models import BorrowingRollup, FairShareRollup
 
