@@ -34,6 +34,10 @@ SORT_KEYS = {
     "preemptions": lambda q: q.preemptions_week,
 }
 
+# Pending workloads listed on a queue's page: the first ones, or (asked for) all.
+PENDING_SHOWN = 10
+PENDING_ALL = 1000
+
 
 @login_required
 def queue_list(request: HttpRequest) -> HttpResponse:
@@ -86,10 +90,13 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         raise Http404(f"no ClusterQueue {name}")
     now = timezone.now()
     week = now - timedelta(days=7)
+    # The head of the line by default: a long line would push everything else
+    # off the page. ?pending=all lists it whole.
+    forecasts = PendingForecast.objects.filter(cluster_queue=name)
+    pending_total = forecasts.count()
+    shown = PENDING_ALL if request.GET.get("pending") == "all" else PENDING_SHOWN
     pending = list(
-        PendingForecast.objects.filter(cluster_queue=name)
-        .select_related("workload")
-        .order_by("position", "workload__created_at")[:100]
+        forecasts.select_related("workload").order_by("position", "workload__created_at")[:shown]
     )
     jobs = dict(
         JobRequest.objects.filter(workload_id__in=[p.workload_id for p in pending]).values_list(
@@ -115,6 +122,7 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         "trend": charts.wait_trend(stats.daily_waits(name, 14, now)),
         "preemptions": stats.preemptions_since(week, name),
         "pending": [(p, jobs.get(p.workload_id)) for p in pending],
+        "pending_total": pending_total,
         "recent": recent,
         "kueue_yaml": _kueue_yaml(name),
     }
