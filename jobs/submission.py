@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Max, Q
 
 from accounts.roles import is_platform_admin
 from jobs import rules
@@ -174,11 +174,86 @@ def _queue(team: Team, namespace: str, wanted: str) -> LocalQueue:
                 f"{', '.join(q.name for q in of_class)}; name one",
             )
         return of_class[0]
-    raise PolicyInvalid.single(
+    raise _no_queue(team, namespace, wanted, queues, allowed)
+
+
+def _queue_label(queue: LocalQueue) -> str:
+    """``platform (interactive-dev)``, ``urgent (urgent-release, shared)``."""
+    cluster_queue = queue.cluster_queue
+    about = [cluster_queue.queue_class.name if cluster_queue.queue_class else "no class"]
+    if cluster_queue.team_id is None:
+        about.append("shared")
+    return f"{queue.name} ({', '.join(about)})"
+
+
+def _no_queue(
+    team: Team, namespace: str, wanted: str, queues: list[LocalQueue], allowed: list[LocalQueue]
+) -> PolicyInvalid:
+    """Why ``wanted`` names no queue the team may use from ``namespace``, and
+    what it could do instead."""
+    yours = ", ".join(_queue_label(q) for q in sorted(allowed, key=lambda q: q.name)) or "none"
+    theirs = [q for q in queues if q.name == wanted and q not in allowed]
+    if theirs:
+        owner = theirs[0].cluster_queue.team
+        return PolicyInvalid.single(
+            "queue",
+            "queue-not-allowed",
+            f"LocalQueue {wanted} in namespace {namespace} feeds ClusterQueue "
+            f"{theirs[0].cluster_queue.name} of team {owner.slug if owner else '?'}, which team "
+            f"{team.slug} may not use; your team's queues there: {yours}",
+        )
+    owned = ClusterQueue.objects.filter(name=wanted, team__isnull=False).exclude(team=team)
+    owner = owned.values_list("team__slug", flat=True).first()
+    if owner:
+        return PolicyInvalid.single(
+            "queue",
+            "queue-not-allowed",
+            f"queue {wanted} belongs to team {owner}; team {team.slug} may not use it; "
+            f"your team's queues in namespace {namespace}: {yours}",
+        )
+    if not QueueClass.objects.filter(name=wanted).exists():
+        classes = ", ".join(QueueClass.objects.order_by("name").values_list("name", flat=True))
+        return PolicyInvalid.single(
+            "queue",
+            "unknown-queue",
+            f"namespace {namespace} has no queue {wanted!r} and there is no queue class of "
+            f"that name; your team's queues there: {yours}"
+            + (f"; queue classes: {classes}" if classes else ""),
+        )
+    usable = Q(cluster_queue__team=team) | Q(cluster_queue__team__isnull=True)
+    elsewhere = sorted(
+        LocalQueue.objects.filter(usable, namespace__team=team)
+        .filter(cluster_queue__queue_class__name=wanted)
+        .exclude(namespace__name=namespace)
+        .values_list("namespace__name", "name")
+    )
+    if elsewhere:
+        where = ", ".join(f"{ns}/{name}" for ns, name in elsewhere)
+        return PolicyInvalid.single(
+            "queue",
+            "no-queue-of-class",
+            f"namespace {namespace} has no {wanted} queue, but your team's other namespaces do: "
+            f"{where}; name that namespace (namespace; --namespace in the CLI)",
+        )
+    shared = list(
+        ClusterQueue.objects.filter(team__isnull=True, queue_class__name=wanted)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+    if shared:
+        return PolicyInvalid.single(
+            "queue",
+            "no-queue-of-class",
+            f"team {team.slug} has no {wanted} queue; these shared ones take {wanted} jobs: "
+            f"{', '.join(shared)}, but namespace {namespace} has no LocalQueue for them: ask a "
+            f"platform admin to add one; your team's queues there: {yours}",
+        )
+    return PolicyInvalid.single(
         "queue",
-        "queue-not-allowed",
-        f"team {team.slug} may not use a queue {wanted!r} from namespace {namespace}; "
-        f"its queues there are: {available}",
+        "no-queue-of-class",
+        f"team {team.slug} has no {wanted} queue and no shared queue takes {wanted} jobs: "
+        f"ask a platform admin for one, or submit to one of your team's queues in namespace "
+        f"{namespace}: {yours}",
     )
 
 
@@ -207,6 +282,74 @@ def _flavors(queue: ClusterQueue) -> list[ResourceFlavor]:
         if quota.group_index in groups and quota.flavor not in ordered:
             ordered.append(quota.flavor)
     return ordered
+
+
+def spot_usable(queue_class: QueueClass | None, requested: bool | None = None) -> bool:
+    """Whether a job may land on spot capacity: only where its queue class runs
+    jobs on spot, and there unless the request says no (``spot_allowed``)."""
+    class_spot = bool(queue_class and queue_class.spot_allowed)
+    return class_spot if requested is None else bool(requested) and class_spot
+
+
+def split_flavors(
+    flavors: list[ResourceFlavor], spot: bool
+) -> tuple[list[ResourceFlavor], list[ResourceFlavor]]:
+    """The flavors a job may land on, and those its pods must be kept off."""
+    allowed = [f for f in flavors if spot or f.capacity_type != CapacityType.SPOT]
+    return allowed, [f for f in flavors if f not in allowed]
+
+
+def _spot_only(queue: ClusterQueue) -> FieldError:
+    queue_class = queue.queue_class
+    if not spot_usable(queue_class):
+        # spot_allowed cannot help: the class refuses spot whatever the request says.
+        return FieldError(
+            "queue",
+            "spot-only-queue",
+            f"ClusterQueue {queue.name} has only spot flavors and its queue class "
+            f"{queue_class.name if queue_class else '(none)'} does not run jobs on spot "
+            "capacity, so no job can run there; use another queue",
+        )
+    return FieldError(
+        "spot_allowed",
+        "spot-only-queue",
+        f"ClusterQueue {queue.name} has only spot flavors; leave spot_allowed out or set it "
+        "to true",
+    )
+
+
+@dataclass(frozen=True)
+class QueueOffer:
+    """What a job sent to a ClusterQueue may land on, spot left to its queue
+    class (``spot_allowed`` unset): decided by the same steps as a submit."""
+
+    spot: bool
+    usable: list[ResourceFlavor]
+    unusable: dict[str, str]  # flavor → why a job there cannot use it
+    problem: str = ""  # why no job can run there at all, if so
+
+
+def queue_offer(queue: ClusterQueue) -> QueueOffer:
+    queue_class = queue.queue_class
+    spot = spot_usable(queue_class)
+    flavors = _flavors(queue)
+    allowed, avoided = split_flavors(flavors, spot)
+    class_name = queue_class.name if queue_class else "(none)"
+    unusable = {
+        f.name: f"spot capacity, and queue class {class_name} does not run jobs on spot"
+        for f in avoided
+    }
+    problem = ""
+    if flavors and not allowed:
+        problem = _spot_only(queue).message
+    else:
+        try:
+            placement_for([_shape(f) for f in allowed], [_shape(f) for f in avoided])
+        except RenderError as exc:
+            problem = exc.message
+    return QueueOffer(
+        spot=spot, usable=[] if problem else allowed, unusable=unusable, problem=problem
+    )
 
 
 def _shape(flavor: ResourceFlavor, gpus_per_node: int | None = None) -> FlavorShape:
@@ -282,8 +425,7 @@ def _class_rules(
     errors: list[FieldError] = []
     class_name = queue_class.name if queue_class else "(none)"
     spot_requested = data.get("spot_allowed")
-    class_spot = bool(queue_class and queue_class.spot_allowed)
-    if spot_requested and not class_spot:
+    if spot_requested and not spot_usable(queue_class):
         errors.append(
             FieldError(
                 "spot_allowed",
@@ -291,7 +433,7 @@ def _class_rules(
                 f"queue class {class_name} does not run jobs on spot capacity",
             )
         )
-    spot = class_spot if spot_requested is None else bool(spot_requested) and class_spot
+    spot = spot_usable(queue_class, spot_requested)
     checkpoint = data.get("checkpoint_uri") or ""
     if not checkpoint and queue_class and queue_class.requires_checkpoint:
         errors.append(
@@ -318,7 +460,8 @@ def _class_rules(
             FieldError(
                 "max_runtime_seconds",
                 "max-runtime-above-limit",
-                f"{runtime} s is more than queue class {class_name} allows ({limit} s)",
+                f"{rules.format_duration(runtime)} ({runtime} s) is more than queue class "
+                f"{class_name} allows ({rules.format_duration(limit)})",
             )
         )
     retries = int(data.get("retries") or 0)
@@ -376,15 +519,9 @@ def prepare(actor: Any, data: Mapping[str, Any]) -> Prepared:
             )
         )
     flavors = _flavors(queue)
-    allowed = [f for f in flavors if spot or f.capacity_type != CapacityType.SPOT]
+    allowed, avoided = split_flavors(flavors, spot)
     if flavors and not allowed:
-        errors.append(
-            FieldError(
-                "spot_allowed",
-                "spot-only-queue",
-                f"ClusterQueue {queue.name} has only spot flavors; set spot_allowed",
-            )
-        )
+        errors.append(_spot_only(queue))
     gpus_per_node = int(data.get("gpus_per_node", 0))
     sizes = largest_node_gpus([f.name for f in allowed]) if allowed else {}
     if allowed and gpus_per_node > 0:
@@ -401,10 +538,9 @@ def prepare(actor: Any, data: Mapping[str, Any]) -> Prepared:
             )
     if errors:
         raise PolicyInvalid(errors)
-    excluded = [_shape(f) for f in flavors if f not in allowed]
     try:
         placement: Placement = placement_for(
-            [_shape(f, sizes.get(f.name)) for f in allowed], excluded
+            [_shape(f, sizes.get(f.name)) for f in allowed], [_shape(f) for f in avoided]
         )
     except RenderError as exc:
         raise _render_error(exc) from exc
@@ -486,4 +622,13 @@ def _annotations(data: Mapping[str, Any], interval: int | None) -> dict[str, str
     return annotations
 
 
-__all__ = ["JobState", "Prepared", "largest_node_gpus", "prepare"]
+__all__ = [
+    "JobState",
+    "Prepared",
+    "QueueOffer",
+    "largest_node_gpus",
+    "prepare",
+    "queue_offer",
+    "split_flavors",
+    "spot_usable",
+]

@@ -32,7 +32,7 @@ CASES = [
     ("image", "blank", {"image": ""}),
     ("command", "required", {"command": []}),
     ("queue", "queue-not-allowed", {"queue": "serving"}),
-    ("queue", "queue-not-allowed", {"queue": "no-such-queue"}),
+    ("queue", "unknown-queue", {"queue": "no-such-queue"}),
     ("checkpoint_uri", "checkpoint-required", {"checkpoint_uri": ""}),
     ("checkpoint_uri", "checkpoint-uri", {"checkpoint_uri": "bucket/qwen"}),
     ("checkpoint_uri", "checkpoint-required",
@@ -71,6 +71,89 @@ def test_a_dry_run_refuses_the_same(
     org: Org, field: str, rule: str, change: dict[str, Any]
 ) -> None:
     refused(org.alice.post(URL + "?dry_run=true", job(**change), format="json"), field, rule)
+
+
+def queue_error(response: Any, rule: str) -> str:
+    refused(response, "queue", rule)
+    [error] = response.json()["errors"]
+    return str(error["message"])
+
+
+def test_a_queue_class_the_team_has_no_queue_of_says_so_and_what_to_do(org: Org) -> None:
+    # serving has a training-large queue and the shared urgent one; nobody has a shared eval-batch.
+    message = queue_error(
+        org.bob.post(URL, job(queue="eval-batch", nodes=1), format="json"), "no-queue-of-class"
+    )
+    assert message == (
+        "team serving has no eval-batch queue and no shared queue takes eval-batch jobs: ask a "
+        "platform admin for one, or submit to one of your team's queues in namespace serving: "
+        "serving (training-large), urgent (urgent-release, shared)"
+    )
+
+
+def test_a_shared_queue_of_the_class_is_named_with_how_to_reach_it(org: Org) -> None:
+    from queues.models import LocalQueue
+    from tests.factories import cluster_queue
+    from tests.jobs.conftest import gpus
+
+    cluster_queue(
+        "shared-eval", cohort="org", queue_class="eval-batch",
+        resource_groups=gpus(("h100", "0"), ("h100-spot", "8")),
+    )  # fmt: skip
+    # Every namespace gets a LocalQueue for a shared queue, so it is used...
+    response = org.bob.post(URL + "?dry_run=true", job(queue="eval-batch", nodes=1), format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["cluster_queue"] == "shared-eval"
+    # ...unless an admin took serving's away.
+    LocalQueue.objects.filter(namespace__name="serving", name="shared-eval").delete()
+    message = queue_error(
+        org.bob.post(URL, job(queue="eval-batch", nodes=1), format="json"), "no-queue-of-class"
+    )
+    assert message == (
+        "team serving has no eval-batch queue; these shared ones take eval-batch jobs: "
+        "shared-eval, but namespace serving has no LocalQueue for them: ask a platform admin "
+        "to add one; your team's queues there: serving (training-large), "
+        "urgent (urgent-release, shared)"
+    )
+
+
+def test_another_teams_queue_and_an_unknown_name_are_told_apart(org: Org) -> None:
+    message = queue_error(
+        org.alice.post(URL, job(queue="serving"), format="json"), "queue-not-allowed"
+    )
+    assert message.startswith("queue serving belongs to team serving; team research may not use")
+    message = queue_error(
+        org.alice.post(URL, job(queue="trianing-large"), format="json"), "unknown-queue"
+    )
+    assert message == (
+        "namespace research has no queue 'trianing-large' and there is no queue class of that "
+        "name; your team's queues there: research (training-large), research-dev "
+        "(interactive-dev), research-eval (eval-batch), urgent (urgent-release, shared); "
+        "queue classes: eval-batch, interactive-dev, training-large, urgent-release"
+    )
+
+
+def test_limits_and_spot_advice_are_said_in_the_terms_the_request_uses(org: Org) -> None:
+    from tests.factories import cluster_queue
+    from tests.jobs.conftest import gpus
+
+    response = org.alice.post(URL, job(max_runtime_seconds="15d"), format="json")
+    refused(response, "max_runtime_seconds", "max-runtime-above-limit")
+    assert response.json()["errors"][0]["message"] == (
+        "15d (1296000 s) is more than queue class training-large allows (14d)"
+    )
+    # A class that runs on spot, a queue with only spot, a job that said no to spot.
+    cluster_queue(
+        "research-spot", team="research", cohort="org", queue_class="eval-batch",
+        resource_groups=gpus(("h100-spot", "8")),
+    )  # fmt: skip
+    response = org.alice.post(
+        URL, job(queue="research-spot", nodes=1, spot_allowed=False), format="json"
+    )
+    refused(response, "spot_allowed", "spot-only-queue")
+    assert response.json()["errors"][0]["message"] == (
+        "ClusterQueue research-spot has only spot flavors; leave spot_allowed out or set it to true"
+    )
 
 
 def test_the_never_fits_error_gives_the_numbers(org: Org) -> None:
