@@ -13,6 +13,7 @@ from frontend.views import (
     queues,
     teams,
     whatif,
+    workloads,
 )
 
 urlpatterns = [
@@ -26,6 +27,7 @@ urlpatterns = [
     path("cohorts/", cohorts.cohort_page, name="cohorts"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
+    path("workloads/", workloads.workload_list, name="workloads"),
     path("approvals/", approvals.inbox, name="approvals"),
     path("approvals/history/", approvals.history, name="approvals-history"),
     path("approvals/history.csv", approvals.history_csv, name="approvals-history-csv"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
 
 from accounts.roles import is_platform_admin
 from jobs.models import ApprovalEvent, JobRequest, QueueSnapshot, WorkloadRecord, WorkloadState
@@ -36,6 +36,37 @@ def latest_gpu_usage() -> list[QueueSnapshot]:
     return list(
         QueueSnapshot.objects.filter(at=newest, resource=GPU).order_by("cluster_queue", "flavor")
     )
+
+
+# What a workload can be while it holds quota or waits for it.
+LIVE_WORKLOAD_STATES = (
+    WorkloadState.PENDING,
+    WorkloadState.QUOTA_RESERVED,
+    WorkloadState.ADMITTED,
+    WorkloadState.EVICTED,
+)
+
+
+def workloads_for(user: Any) -> QuerySet[WorkloadRecord]:
+    """Every workload sync recorded that ``user`` may see — their teams'
+    namespaces (every namespace, for an admin) — whoever created it: Berth, the
+    demo load, kubectl. ``berth_job`` is the id of the Berth job it belongs to,
+    or None when it was created some other way."""
+    berth_job = JobRequest.objects.filter(workload_id=OuterRef("pk")).order_by("-id").values("id")
+    workloads = WorkloadRecord.objects.exclude(state=WorkloadState.DELETED).annotate(
+        berth_job=Subquery(berth_job[:1])
+    )
+    if is_platform_admin(user):
+        return workloads
+    return workloads.filter(team_id__in=team_ids_of(user))
+
+
+def submitted_through_berth(
+    workloads: QuerySet[WorkloadRecord], through_berth: bool = True
+) -> QuerySet[WorkloadRecord]:
+    """Only the workloads of Berth's jobs (or, with False, only the others)."""
+    made = Exists(JobRequest.objects.filter(workload_id=OuterRef("pk")))
+    return workloads.filter(made if through_berth else ~made)
 
 
 def jobs_for(user: Any) -> QuerySet[JobRequest]:

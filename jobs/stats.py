@@ -375,6 +375,7 @@ def job_counts(team_ids: Iterable[int] | None = None) -> dict[str, int]:
 __all__ = [
     "QueueRow",
     "Waits",
+    "admitted_total",
     "capacity_now",
     "capacity_series",
     "daily_waits",
@@ -405,6 +406,13 @@ def worst_waits(since: datetime, limit: int = 5) -> list[Row]:
 def pending_total() -> int:
     """Workloads pending across every ClusterQueue, as Kueue last reported."""
     total = QueueStatus.objects.filter(kind="ClusterQueue").aggregate(n=Sum("pending_workloads"))
+    return int(total["n"] or 0)
+
+
+def admitted_total() -> int:
+    """Workloads admitted across every ClusterQueue, as Kueue last reported:
+    every team's, submitted through Berth or not."""
+    total = QueueStatus.objects.filter(kind="ClusterQueue").aggregate(n=Sum("admitted_workloads"))
     return int(total["n"] or 0)
 
 

@@ -43,6 +43,13 @@ def job_list(request: HttpRequest) -> HttpResponse:
             "sort": sort,
             "query": query_without(request, "sort", "page"),
             "page_query": query_without(request, "page"),
+            # Workloads this list does not show: not submitted through Berth.
+            "other_workloads": selectors.submitted_through_berth(
+                selectors.workloads_for(request.user).filter(
+                    state__in=selectors.LIVE_WORKLOAD_STATES
+                ),
+                through_berth=False,
+            ).count(),
         },
         nav="jobs",
     )

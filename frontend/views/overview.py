@@ -95,6 +95,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             if any(row["utilised"] is not None for row in capacity)
             else None,
             "pending": stats.pending_total(),
+            "admitted": stats.admitted_total(),
             "running": jobs.get(JobState.RUNNING, 0),
             "waiting_jobs": sum(
                 jobs.get(s, 0)

@@ -55,7 +55,7 @@ class Visit(NamedTuple):
 
 PAGES: list[Visit] = [
     Visit("/", "admin", ("Overview", "GPUs on the cluster", "Policy on the cluster")),
-    Visit("/", "member", ("Overview", "your teams' jobs running")),
+    Visit("/", "member", ("Overview", "your teams' Berth jobs running")),
     Visit("/", "approver", ("Overview", "Worst p95 waits")),
     Visit("/", "anonymous", "Sign in"),  # the home page asks for a login first
     Visit("/login/", "anonymous", ("Sign in", "Username", "Password")),

@@ -29,7 +29,7 @@ def test_home_needs_sign_in_and_shows_the_policy(users: dict[str, Any]) -> None:
     page = signed_in(users["member_a"]).get("/")
     assert page.status_code == 200
     assert b"Cluster backend: <strong>simulated</strong>" in page.content
-    assert b"your teams' jobs running" in page.content  # a member sees their teams' jobs
+    assert b"your teams' Berth jobs running" in page.content  # a member sees their teams' jobs
 
 
 def test_admin_sees_the_policy_read_only_with_history(users: dict[str, Any]) -> None:
