@@ -420,80 +420,60 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def gpu_quota(cluster_queue: dict[str, Any] | None) -> str:
-    if not cluster_queue:
-        return "-"
+def gpu_quota(row: dict[str, Any]) -> str:
+    """The GPU quota of the flavors a job sent to this queue may land on."""
     parts = []
-    for group in cluster_queue.get("resource_groups") or []:
-        for flavor in group.get("flavors") or []:
-            for resource in flavor.get("resources") or []:
-                if resource.get("name") != GPU:
-                    continue
-                text = f"{flavor.get('name')}={resource.get('nominal_quota')}"
-                if resource.get("borrowing_limit") not in (None, ""):
-                    text += f" (+{resource['borrowing_limit']} borrowable)"
-                parts.append(text)
+    for flavor in row.get("flavors") or []:
+        for quota in flavor.get("quota") or []:
+            if quota.get("resource") != GPU:
+                continue
+            text = f"{flavor.get('name')}={quota.get('nominal_quota')}"
+            if quota.get("borrowing_limit") not in (None, ""):
+                text += f" (+{quota['borrowing_limit']} borrowable)"
+            parts.append(text)
     return ", ".join(parts) or "none"
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
     client = connect(args)
+    query = [("page_size", "500")]
     if args.team:
-        teams = [args.team]
+        query.append(("team", args.team))
     elif args.all:
-        teams = []
-    else:
-        me = client.get("me/")
-        teams = sorted({t["team"] for t in me.get("teams") or [] if t.get("team")})
-    local_queues: list[dict[str, Any]] = []
-    if teams:
-        for team in teams:
-            local_queues += client.get_all("local-queues/", [("team", team), ("page_size", "500")])
-    else:
-        local_queues = client.get_all("local-queues/", [("page_size", "500")])
-    cluster_queues = {
-        cq["name"]: cq for cq in client.get_all("cluster-queues/", [("page_size", "500")])
-    }
-    rows: list[dict[str, Any]] = []
-    seen: set[tuple[str, str]] = set()
-    for lq in sorted(local_queues, key=lambda q: (q.get("namespace", ""), q.get("name", ""))):
-        key = (lq.get("namespace", ""), lq.get("name", ""))
-        if key in seen:
-            continue
-        seen.add(key)
-        cq = cluster_queues.get(lq.get("cluster_queue", ""))
-        rows.append(
-            {
-                "namespace": lq.get("namespace"),
-                "local_queue": lq.get("name"),
-                "cluster_queue": lq.get("cluster_queue"),
-                "queue_class": (cq or {}).get("queue_class") or "",
-                "team": (cq or {}).get("team") or "",
-                "cohort": (cq or {}).get("cohort") or "",
-                "gpu_quota": gpu_quota(cq),
-                "stop_policy": lq.get("stop_policy"),
-            }
-        )
+        query.append(("all", "true"))
+    rows = client.get_all("jobs/queues/", query)
     if args.output != "table":
         emit(rows, args.output)
         return EXIT_OK
     if not rows:
-        print("No LocalQueues" + (f" for {', '.join(teams)}." if teams else "."))
+        print("No LocalQueues" + (f" for {args.team}." if args.team else "."))
         return EXIT_OK
     print(
         table(
             ("NAMESPACE", "LOCAL QUEUE", "CLUSTER QUEUE", "CLASS", "SHARED", "GPU QUOTA"),
             [
                 (
-                    r["namespace"],
-                    r["local_queue"],
-                    r["cluster_queue"],
-                    r["queue_class"] or "-",
-                    "yes" if not r["team"] else "no",
-                    r["gpu_quota"],
+                    r.get("namespace"),
+                    r.get("local_queue"),
+                    r.get("cluster_queue"),
+                    r.get("queue_class") or "-",
+                    "yes" if r.get("shared") else "no",
+                    gpu_quota(r),
                 )
                 for r in rows
             ],
         )
     )
+    # What the table leaves out, so a missing flavor or an empty queue is explained.
+    notes = []
+    for r in rows:
+        where = f"{r.get('namespace')}/{r.get('local_queue')}"
+        if r.get("problem"):
+            notes.append(f"  {where}: no job can run there: {r['problem']}")
+        for flavor in r.get("unusable_flavors") or []:
+            notes.append(f"  {where}: not {flavor.get('name')}: {flavor.get('reason')}")
+    if notes:
+        print()
+        print("Not offered to jobs there:")
+        print("\n".join(notes))
     return EXIT_OK

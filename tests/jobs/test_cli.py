@@ -270,6 +270,21 @@ def test_a_policy_error_exits_2_naming_the_field_and_rule(alice: Berth) -> None:
     assert JobRequest.objects.count() == 0
 
 
+def test_a_queue_class_the_team_lacks_is_explained_as_the_api_says_it(
+    alice: Berth, org: Org, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BERTH_TOKEN", secret_for(org, "bob"))  # serving: no eval-batch queue
+    queue = SUBMIT.index("training-large")
+    code, out, err = alice(*SUBMIT[:queue], "eval-batch", *SUBMIT[queue + 1 :], *COMMAND)
+    assert (code, out) == (2, "")
+    assert one_line(err) == (
+        "berth: queue: team serving has no eval-batch queue and no shared queue takes "
+        "eval-batch jobs: ask a platform admin for one, or submit to one of your team's queues "
+        "in namespace serving: serving (training-large), urgent (urgent-release, shared) "
+        "(no-queue-of-class)"
+    )
+
+
 def test_submit_then_list_status_why_and_cancel_by_name(alice: Berth, org: Org) -> None:
     code, out, err = alice(
         *SUBMIT,
@@ -357,6 +372,32 @@ def test_queues_lists_my_local_queues_with_class_and_gpu_quota(alice: Berth) -> 
     by_queue = {row["cluster_queue"]: row for row in yaml.safe_load(out)}
     assert by_queue["research-dev"]["queue_class"] == "interactive-dev"
     assert {row["namespace"] for row in by_queue.values()} == {"research"}
+
+
+def test_queues_show_only_the_flavors_the_queue_class_can_use(alice: Berth) -> None:
+    from tests.jobs.test_jobs_api import spot_in_a_class_that_refuses_it
+
+    spot_in_a_class_that_refuses_it()  # interactive-dev: h100=0 (+16), h100-spot=8
+    code, out, err = alice("queues")
+    assert code == 0, err
+    table, notes = out.split("\n\n")
+    rows = {line.split()[1]: line for line in table.splitlines()[1:]}
+    assert rows["research-mixed"].split()[3:] == [
+        "interactive-dev",
+        "no",
+        "h100=0",
+        "(+16",
+        "borrowable)",
+    ]
+    assert "h100-spot" not in rows["research-mixed"]
+    assert "h100-spot=8" in rows["research-eval"]  # eval-batch runs on spot
+    assert notes.splitlines() == [
+        "Not offered to jobs there:",
+        "  research/research-mixed: not h100-spot: spot capacity, and queue class "
+        "interactive-dev does not run jobs on spot",
+    ]
+    code, out, _ = alice("queues", "--team", "serving")
+    assert {line.split()[1] for line in out.splitlines()[1:]} == {"serving", "urgent"}
 
 
 # --- end to end ------------------------------------------------------------------

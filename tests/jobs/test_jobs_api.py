@@ -230,3 +230,98 @@ def test_a_bad_duration_is_refused_naming_the_field_and_rule(
     assert (error["field"], error["rule"]) == (field, rule)
     assert words in error["message"], error["message"]
     assert JobRequest.objects.count() == 0
+
+
+# --- where a job can go: GET jobs/queues/ ------------------------------------------
+
+
+def spot_in_a_class_that_refuses_it() -> None:
+    """research-mixed: interactive-dev (no spot) holding on-demand and spot quota,
+    as the demo's platform queue once did."""
+    from tests.factories import cluster_queue
+    from tests.jobs.conftest import gpus
+
+    cluster_queue(
+        "research-mixed", team="research", cohort="org", queue_class="interactive-dev",
+        resource_groups=gpus(("h100", "0"), ("h100-spot", "8"), borrowing_limit="16"),
+    )  # fmt: skip
+
+
+def test_queues_offer_only_the_flavors_a_job_there_may_use(org: Org) -> None:
+    spot_in_a_class_that_refuses_it()
+    body = org.alice.get(URL + "queues/").json()
+    rows = {row["local_queue"]: row for row in body["results"]}
+    assert set(rows) == {"research", "research-dev", "research-eval", "research-mixed", "urgent"}
+    mixed = rows["research-mixed"]
+    assert (mixed["queue_class"], mixed["shared"], mixed["spot"]) == (
+        "interactive-dev", False, False,
+    )  # fmt: skip
+    assert [f["name"] for f in mixed["flavors"]] == ["h100"]
+    assert mixed["flavors"][0]["quota"] == [
+        {"resource": "nvidia.com/gpu", "nominal_quota": "0", "borrowing_limit": "16",
+         "lending_limit": None}
+    ]  # fmt: skip
+    assert mixed["unusable_flavors"] == [
+        {"name": "h100-spot",
+         "reason": "spot capacity, and queue class interactive-dev does not run jobs on spot"}
+    ]  # fmt: skip
+    # eval-batch runs on spot: both flavors are offered.
+    evaluation = rows["research-eval"]
+    assert evaluation["spot"] is True
+    assert [(f["name"], f["spot"]) for f in evaluation["flavors"]] == [
+        ("h100", False), ("h100-spot", True),
+    ]  # fmt: skip
+    assert evaluation["unusable_flavors"] == [] and evaluation["problem"] == ""
+    assert (rows["urgent"]["shared"], rows["urgent"]["team"]) == (True, None)
+
+    # The submit agrees: the queue's spot quota is not for its jobs.
+    response = org.alice.post(
+        URL + "?dry_run=true", job(queue="research-mixed", nodes=1), format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert {f for p in response.json()["flavors"].values() for f in p.values()} == {"h100"}
+
+
+def test_queues_of_one_team_or_all(org: Org) -> None:
+    def only(query: str) -> set[str]:
+        return {r["local_queue"] for r in org.alice.get(URL + "queues/" + query).json()["results"]}
+
+    assert only("?team=serving") == {"serving", "urgent"}
+    assert "serving" in only("?all=true") and "research" in only("?all=true")
+    assert only("?team=no-such-team") == set()
+    assert org.bob.get(URL + "queues/").json()["count"] == 2  # serving's own and the shared one
+
+
+def test_a_queue_no_job_can_use_says_why(org: Org) -> None:
+    from tests.factories import cluster_queue, flavor
+    from tests.jobs.conftest import gpus
+
+    # Spot only, in a class that refuses spot.
+    cluster_queue(
+        "research-spot", team="research", cohort="org", queue_class="interactive-dev",
+        resource_groups=gpus(("h100-spot", "8")),
+    )  # fmt: skip
+    # A spot flavor pods cannot be kept off: no label of its own, no taint.
+    flavor("h100-spot-bare", node_labels={"gpu": "h100"}, capacity_type="spot")
+    cluster_queue(
+        "research-bare", team="research", cohort="org", queue_class="training-large",
+        resource_groups=gpus(("h100", "8"), ("h100-spot-bare", "8")),
+    )  # fmt: skip
+    rows = {r["local_queue"]: r for r in org.alice.get(URL + "queues/").json()["results"]}
+    assert rows["research-spot"]["flavors"] == []
+    assert rows["research-spot"]["problem"] == (
+        "ClusterQueue research-spot has only spot flavors and its queue class interactive-dev "
+        "does not run jobs on spot capacity, so no job can run there; use another queue"
+    )
+    assert rows["research-bare"]["flavors"] == []
+    assert rows["research-bare"]["problem"].startswith(
+        "pods cannot be kept off flavor h100-spot-bare"
+    )
+    # The submit refuses both for the same reasons, on the queue.
+    for queue, rule in (
+        ("research-spot", "spot-only-queue"),
+        ("research-bare", "flavor-not-excludable"),
+    ):
+        response = org.alice.post(URL, job(queue=queue, nodes=1), format="json")
+        assert response.status_code == 400, response.content
+        assert {(e["field"], e["rule"]) for e in response.json()["errors"]} >= {("queue", rule)}
