@@ -11,6 +11,7 @@ from typing import Any
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
 from queues.kueue.render import TEAM_LABEL
+from queues.models import QueueClass
 from queues.simulation.kueue import CHECKPOINT, PRIORITY_LABEL, QUEUE_LABEL, RUNTIME
 
 GPU = "nvidia.com/gpu"
@@ -21,6 +22,7 @@ GPU_CHOICES = ([1, 2, 4, 8, 16], [50, 20, 15, 10, 5])
 # have requests to decide.
 URGENT_SHARE = 0.02
 URGENT_QUEUE = "urgent-release"
+QUEUE_CLASS_LABEL = "berth.dev/queue-class"
 MEDIAN_RUNTIME, MEAN_RUNTIME = 900.0, 3600.0
 
 
@@ -36,7 +38,11 @@ def job(
     gpus: int,
     runtime: float,
     priority_class: str | None = None,
+    *,
+    spot: bool = True,
 ) -> dict[str, Any]:
+    """A suspended batch Job as a team would submit it; ``spot``: it tolerates
+    the spot taint (as Berth renders jobs of a queue class that runs on spot)."""
     per_pod = min(gpus, 8)
     pods = math.ceil(gpus / per_pod)
     labels = {QUEUE_LABEL: queue, "app.kubernetes.io/created-by": "berth-demo-load"}
@@ -61,7 +67,9 @@ def job(
                     "restartPolicy": "Never",
                     "tolerations": [
                         {"key": "berth.dev/spot", "operator": "Exists", "effect": "NoSchedule"}
-                    ],
+                    ]
+                    if spot
+                    else [],
                     "containers": [
                         {
                             "name": "train",
@@ -94,8 +102,11 @@ def generate(
     ]
     queues: dict[str, list[str]] = {}
     urgent: set[str] = set()
+    spot_queues = _spot_queues(backend)
+    by_local: dict[tuple[str, str], str] = {}
     for queue in backend.list(TYPES["LocalQueue"])[0]:
         namespace, name = queue["metadata"]["namespace"], queue["metadata"]["name"]
+        by_local[(namespace, name)] = queue["spec"]["clusterQueue"]
         if name == URGENT_QUEUE:
             urgent.add(namespace)
         # The team's own queue, not the shared urgent one (which needs approval).
@@ -113,9 +124,30 @@ def generate(
             target = sorted(queues[namespace])[0]
             if namespace in urgent and rng.random() < URGENT_SHARE:
                 target = URGENT_QUEUE
-            backend.create(job(namespace, name, target, gpus, _runtime(rng)))
+            cluster_queue = by_local.get((namespace, target), target)
+            backend.create(
+                job(
+                    namespace,
+                    name,
+                    target,
+                    gpus,
+                    _runtime(rng),
+                    spot=cluster_queue in spot_queues,
+                )
+            )
             created += 1
     return created
+
+
+def _spot_queues(backend: SimulatedBackend) -> set[str]:
+    """ClusterQueues whose queue class runs on spot: their jobs tolerate the
+    spot taint, the others' do not, as Berth renders a team's jobs."""
+    spot_classes = set(QueueClass.objects.filter(spot_allowed=True).values_list("name", flat=True))
+    return {
+        q["metadata"]["name"]
+        for q in backend.list(TYPES["ClusterQueue"])[0]
+        if q["metadata"].get("labels", {}).get(QUEUE_CLASS_LABEL) in spot_classes
+    }
 
 
 def _poisson(rng: random.Random, mean: float) -> int:
