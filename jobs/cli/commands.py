@@ -273,6 +273,34 @@ def wait_text(job: dict[str, Any], now: datetime) -> str:
     return "-"
 
 
+def approval_lines(approval: Any, base_url: str, now: datetime) -> list[str]:
+    """The job's latest approval request (the detail's ``approval``): where it
+    stands, then where to see it. Nothing when the job has none."""
+    if not isinstance(approval, dict) or not approval:
+        return []
+    state = str(approval.get("state") or "unknown")
+    text = f"#{approval.get('id')} {state}"
+    if state == "pending":
+        requested = approval.get("requested_at")
+        text += f", waiting since {format_time(requested)} ({age(requested, now)})"
+        deadline = parse_time(approval.get("deadline"))
+        if deadline is not None:
+            left = (deadline - now).total_seconds()
+            when = f"in {human_seconds(left)}" if left > 0 else "overdue"
+            text += f"; deadline {format_time(approval['deadline'])} ({when})"
+    else:
+        if approval.get("decided_by"):
+            text += f" by {approval['decided_by']}"
+        if approval.get("decided_at"):
+            text += f" at {format_time(approval['decided_at'])}"
+        if approval.get("reason"):
+            text += f": {approval['reason']}"
+    url = str(approval.get("url") or "")
+    if url.startswith("/"):  # a path on the Berth the CLI talks to
+        url = base_url.rstrip("/") + url
+    return [text, url or f"berth approvals show {approval.get('id')}"]
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     client = connect(args)
     job_id = find_job(client, args.name, args.team)["id"]
@@ -293,10 +321,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if queue_class:
         queue += f" ({queue_class})"
     submitted = job.get("submitted_at")
-    fields = [
+    fields: list[tuple[str, Any]] = [
         ("Name", f"{job.get('name')} (id {job.get('id')}, {job.get('kind')})"),
         ("Team", f"{job.get('team')}, namespace {job.get('namespace')}"),
         ("State", state),
+        ("Approval", "\n".join(approval_lines(job.get("approval"), client.url, now))),
         ("Queue", queue),
         ("Priority", f"{job.get('priority_class') or '(queue default)'} ({job.get('priority')})"),
         (
@@ -310,9 +339,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("Preemptions", job.get("preemptions", 0)),
         ("GPU-hours", f"{job.get('gpu_hours_used', 0)} used, {job.get('gpu_hours_lost', 0)} lost"),
     ]
+    fields = [(label, value) for label, value in fields if label != "Approval" or value]
     width = max(len(label) for label, _ in fields) + 1
     for label, value in fields:
-        print(f"{(label + ':').ljust(width)}  {value}")
+        head, *rest = str(value).split("\n")
+        print(f"{(label + ':').ljust(width)}  {head}")
+        for line in rest:
+            print(" " * (width + 2) + line)
     print()
     print("Timeline:")
     if not events:
@@ -349,20 +382,28 @@ def cmd_why(args: argparse.Namespace) -> int:
     if args.output != "table":
         emit(answer, args.output)
         return EXIT_OK
-    for line in why_lines(answer):
+    try:  # the approval request is on the job's detail, not in its explanation
+        approval = client.get(f"jobs/{job_id}/").get("approval")
+    except ApiError as exc:
+        if exc.status == 404:
+            raise no_job(args.name, args.team) from None
+        raise
+    for line in why_lines(answer, approval_lines(approval, client.url, datetime.now(UTC))):
         print(line)
     return EXIT_OK
 
 
-def why_lines(answer: dict[str, Any]) -> list[str]:
+def why_lines(answer: dict[str, Any], approval: list[str] | None = None) -> list[str]:
     name, state = answer.get("name"), answer.get("state")
     queue = answer.get("cluster_queue")
     explanation = answer.get("explanation")
+    # Where the approval request stands, right under what the job is doing.
+    asked = [f"Approval: {approval[0]}", f"          {approval[1]}"] if approval else []
     if not explanation:
         line = f"{name} is {state} in ClusterQueue {queue}: it is not waiting."
         extra = " — ".join(p for p in (answer.get("reason"), answer.get("message")) if p)
-        return [line] + ([extra] if extra else [])
-    lines = [f"{name} is {state} in ClusterQueue {queue}."]
+        return [line] + ([extra] if extra else []) + asked
+    lines = [f"{name} is {state} in ClusterQueue {queue}.", *asked]
     if explanation.get("message"):
         lines.append(str(explanation["message"]))
     position = answer.get("queue_position", explanation.get("position"))
