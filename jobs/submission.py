@@ -203,12 +203,12 @@ def _no_queue(
             f"{team.slug} may not use; your team's queues there: {yours}",
         )
     owned = ClusterQueue.objects.filter(name=wanted, team__isnull=False).exclude(team=team)
-    owner = owned.values_list("team__slug", flat=True).first()
-    if owner:
+    owner_slug = owned.values_list("team__slug", flat=True).first()
+    if owner_slug:
         return PolicyInvalid.single(
             "queue",
             "queue-not-allowed",
-            f"queue {wanted} belongs to team {owner}; team {team.slug} may not use it; "
+            f"queue {wanted} belongs to team {owner_slug}; team {team.slug} may not use it; "
             f"your team's queues in namespace {namespace}: {yours}",
         )
     if not QueueClass.objects.filter(name=wanted).exists():
