@@ -27,6 +27,7 @@ from jobs.models import (
 )
 from jobs.models.requests import TERMINAL_STATES
 from queues.backends.base import TYPES, BackendError, ClusterBackend
+from queues.display import kueue_text
 
 log = logging.getLogger(__name__)
 MANAGED = "app.kubernetes.io/managed-by=berth"
@@ -224,7 +225,8 @@ def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
         if record is not None:
             update |= figures(job, record, now, timelines.get(record.pk))
             update["workload_id"] = record.pk
-            update["reason"], update["message"] = record.reason[:64], record.message
+            update["reason"] = record.reason[:64]
+            update["message"] = kueue_text(record.message)
         if state == JobState.RUNNING and job.started_at is None:
             update["started_at"] = now
         if state in TERMINAL_STATES and job.finished_at is None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobs.cluster_state import ClusterState, cluster_state, pod_set
+from queues.display import kueue_text
 from queues.engine.assign import Mode
 from queues.engine.estimate import estimate_all, estimate_start
 from queues.engine.explain import Explanation, Shortfall, explain
@@ -105,7 +106,7 @@ def never_fits(policy: Policy, candidate: Candidate) -> list[FieldError]:
                 "queue",
                 "never-fits",
                 f"ClusterQueue {candidate.cluster_queue} can never admit this job: "
-                f"{assignment.message() or explanation.message}",
+                + kueue_text(assignment.message() or explanation.message),
             )
         )
     return errors
@@ -144,6 +145,18 @@ def _too_big(candidate: Candidate, shortfall: Shortfall) -> FieldError:
         f"{shortfall.maximum} {noun} in flavor {shortfall.flavor}, even empty and "
         f"borrowing all it may ({limit}); {fix}, or use a queue with more quota",
     )
+
+
+def readable(value: Any) -> Any:
+    """The engine's explanation with Kueue's Go-printed taints written for
+    people (``key=value:Effect``), every string of it, structure unchanged."""
+    if isinstance(value, str):
+        return kueue_text(value)
+    if isinstance(value, dict):
+        return {k: readable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [readable(v) for v in value]
+    return value
 
 
 def _q(resource: str, amount: int | None) -> str:
@@ -203,7 +216,7 @@ def _forecast(state: ClusterState, key: str, *, estimate: bool) -> Forecast:
             None,
             started,
             started,
-            explanation.as_dict(),
+            readable(explanation.as_dict()),
         )
     assignment = scheduler.assign(workload)
     flavors = assignment.flavors() if assignment.mode is not Mode.NO_FIT else {}
@@ -219,7 +232,7 @@ def _forecast(state: ClusterState, key: str, *, estimate: bool) -> Forecast:
         ahead=explanation.ahead,
         earliest_start=_when(start.earliest) if start else None,
         latest_start=_when(start.latest) if start else None,
-        explanation=explanation.as_dict(),
+        explanation=readable(explanation.as_dict()),
         preempts=victims,
     )
 
@@ -274,10 +287,10 @@ def refresh_pending_forecasts(now: datetime | None = None) -> int:
                 cluster_queue=explanation.cluster_queue,
                 position=explanation.position,
                 reason=explanation.reason[:64],
-                message=explanation.message,
+                message=kueue_text(explanation.message),
                 earliest_start=_when(estimate.earliest),
                 latest_start=_when(estimate.latest),
-                explanation=explanation.as_dict(),
+                explanation=readable(explanation.as_dict()),
                 computed_at=moment,
             )
         )

@@ -11,10 +11,11 @@ import math
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from queues import display
 from queues.quantity import Unit, format_canonical, unit_for
 
 # Ten hues that stay apart for the common colour-vision deficiencies and on
@@ -89,6 +90,8 @@ class Chart:
     figure: dict[str, Any]
     table: Table
     empty: bool
+    # Why nothing is drawn, when it is not simply "no data" (too little of it).
+    message: str = ""
 
     def figure_json(self) -> str:
         """Compact, canonical JSON of the figure, safe inside a ``<script>`` element:
@@ -184,19 +187,8 @@ def _amount(value: float, unit: str) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
-    """A wait for people: ``45 s``, ``4 min 30 s``, ``2 h 5 min``, ``3 d 4 h``."""
-    if seconds is None:
-        return DASH
-    total = max(0, round(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
-    first = next((i for i, (n, _) in enumerate(parts) if n), None)
-    if first is None:
-        return "0 s"
-    # Two units at most, and only adjacent ones: "2 h 5 min", never "2 h 3 s".
-    return " ".join(f"{n} {u}" for n, u in parts[first : first + 2] if n)
+    """A wait for people, as everywhere in Berth (``queues.display.duration``)."""
+    return display.duration(seconds)
 
 
 def bound_label(seconds: float) -> str:
@@ -217,8 +209,11 @@ class TimeScale:
 
 
 def time_scale(seconds: Iterable[float | None]) -> TimeScale:
-    """Minutes while the longest value is under 3 h, else hours."""
+    """Seconds while the longest value is under 2 min (10 s is not "0.17 min"),
+    minutes under 3 h, else hours."""
     longest = max((s for s in seconds if s is not None), default=0.0)
+    if longest < 120:
+        return TimeScale(1, "s", "seconds")
     if longest < 3 * 3600:
         return TimeScale(60, "min", "minutes")
     return TimeScale(3600, "h", "hours")
@@ -296,8 +291,27 @@ def category_axis(title: str = "", reversed_: bool = False, **extra: Any) -> dic
     return spec
 
 
-def date_axis(title: str = "time (UTC)", **extra: Any) -> dict[str, Any]:
-    return axis(title, type="date", **extra)
+def date_axis(
+    title: str = "time (UTC)", range: list[str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A time axis; ``range`` (from ``time_range``) when its points span too little."""
+    spec = axis(title, type="date", **extra)
+    if range is not None:
+        spec["range"] = range
+    return spec
+
+
+def time_range(moments: Iterable[datetime], minimum: timedelta) -> list[str] | None:
+    """An x range at least ``minimum`` wide, ending at the newest moment, for a
+    time axis whose points span less: left to itself plotly stretches a few
+    seconds across the chart and ticks every 20 ms. None when they span enough."""
+    points = sorted(utc(m) for m in moments)
+    if not points:
+        return None
+    if points[-1] - points[0] >= minimum:
+        return None
+    end = max(points[-1], points[0] + minimum / 2)
+    return [iso(end - minimum), iso(end)]
 
 
 def layout(name: str, height: int = 320, **extra: Any) -> dict[str, Any]:
@@ -327,9 +341,10 @@ def chart(figure_data: list[dict[str, Any]], spec: dict[str, Any], table: Table)
     return Chart({"data": figure_data, "layout": spec}, table, False)
 
 
-def empty_chart(name: str, headers: list[str], height: int = 280) -> Chart:
-    """No rows: an annotated blank figure whose ``layout.meta.empty`` tells the
-    template to show its empty-state text instead."""
+def empty_chart(name: str, headers: list[str], height: int = 280, message: str = "") -> Chart:
+    """No rows, or too few to draw (``message`` says so): an annotated blank
+    figure whose ``layout.meta.empty`` tells the template to show its
+    empty-state text instead."""
     spec = layout(name, height)
     spec["meta"] = {"chart": name, "empty": True}
     spec["xaxis"] = {"visible": False}
@@ -345,7 +360,12 @@ def empty_chart(name: str, headers: list[str], height: int = 280) -> Chart:
             "font": {"size": 14, "color": "#5f6b78"},
         }
     ]
-    return Chart({"data": [], "layout": spec}, Table(headers, []), True)
+    return Chart({"data": [], "layout": spec}, Table(headers, []), True, message)
+
+
+def format_gpu_hours(value: float | None) -> str:
+    """GPU-hours as everywhere in Berth (``queues.display.gpu_hours``)."""
+    return display.gpu_hours(value)
 
 
 def hover(*lines: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from frontend.charts._core import (
@@ -23,6 +23,7 @@ from frontend.charts._core import (
     empty_chart,
     field,
     fmt,
+    format_gpu_hours,
     hover,
     iso,
     layout,
@@ -30,6 +31,7 @@ from frontend.charts._core import (
     num,
     row_key,
     text,
+    time_range,
     when,
 )
 
@@ -108,9 +110,10 @@ def capacity_over_time(rows: Iterable[Any], *, utilisation_source: str = "") -> 
                     "hovertemplate": GPU_HOVER,
                 }
             )
+    span = time_range((p.at for p in points), timedelta(minutes=10))
     spec = layout(
         name,
-        xaxis=date_axis(hoverformat="%Y-%m-%d %H:%M UTC"),
+        xaxis=date_axis(hoverformat="%Y-%m-%d %H:%M UTC", range=span),
         yaxis=axis("GPUs", rangemode="tozero"),
         hovermode="x unified",
     )
@@ -313,14 +316,15 @@ def borrowing_heatmap(
             "x": xs,
             "y": ys,
             "z": z,
-            "text": [[fmt(v) if v else "" for v in row] for row in z],
+            "text": [[format_gpu_hours(v) if v else "" for v in row] for row in z],
             "texttemplate": "%{text}",
             "zmin": 0,
             "colorscale": [[0, "#f4f7fb"], [1, "#2f6fb0"]],
             "colorbar": {"title": {"text": "GPU-hours"}, "thickness": 12},
             "xgap": 2,
             "ygap": 2,
-            "hovertemplate": hover("%{y} borrowed from %{x}", "%{z:,.1f} GPU-hours"),
+            "customdata": [[format_gpu_hours(v) for v in row] for row in z],
+            "hovertemplate": hover("%{y} borrowed from %{x}", "%{customdata} GPU-hours"),
         }
     ]
     spec = layout(
@@ -339,7 +343,9 @@ def borrowing_heatmap(
         ),
         key=row_key,
     )
-    return chart(data, spec, Table(headers, [[b, lender, fmt(-v)] for v, b, lender in pairs]))
+    return chart(
+        data, spec, Table(headers, [[b, lender, format_gpu_hours(-v)] for v, b, lender in pairs])
+    )
 
 
 def fair_share_over_time(rows: Iterable[Any]) -> Chart:
@@ -359,13 +365,23 @@ def fair_share_over_time(rows: Iterable[Any]) -> Chart:
     )
     if not points:
         return empty_chart(name, headers)
+    hours = sorted({at for at, _, _ in points})
+    if len(hours) < 2:
+        return empty_chart(
+            name,
+            headers,
+            message=(
+                f"One hourly sample so far ({when(hours[0])} UTC); the shares are drawn "
+                "once a second hour has been recorded."
+            ),
+        )
     by_queue: dict[str, list[tuple[datetime, str, Num]]] = defaultdict(list)
     for point in points:
         by_queue[point[1]].append(point)
     data: list[dict[str, Any]] = [
         {
             "type": "scatter",
-            "mode": "lines",
+            "mode": "lines+markers",
             "name": queue,
             "x": [iso(p[0]) for p in series],
             "y": [p[2] for p in series],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from frontend.charts._core import (
@@ -27,6 +27,7 @@ from frontend.charts._core import (
     resource_unit,
     row_key,
     text,
+    time_range,
     when,
 )
 
@@ -202,9 +203,10 @@ def usage_over_time(rows: Iterable[Any], *, resource: str = "nvidia.com/gpu") ->
                 "hovertemplate": f"{label}: {value_hover}<extra></extra>",
             }
         )
+    span = time_range(times, timedelta(minutes=10))
     spec = layout(
         name,
-        xaxis=date_axis(hoverformat="%Y-%m-%d %H:%M UTC"),
+        xaxis=date_axis(hoverformat="%Y-%m-%d %H:%M UTC", range=span),
         yaxis=axis(unit.title, rangemode="tozero"),
         hovermode="x unified",
     )

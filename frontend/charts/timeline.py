@@ -24,6 +24,7 @@ from frontend.charts._core import (
     layout,
     moment,
     text,
+    time_range,
     utc,
     when,
 )
@@ -143,9 +144,12 @@ def job_timeline(events: Iterable[Any], now: datetime) -> Chart:
     """
     name = "job_timeline"
     headers = ["from (UTC)", "to (UTC)", "phase or event", "duration", "reason"]
+    # To the second, as the cluster records its times: Berth's own steps carry
+    # microseconds, so a workload created in the same second would otherwise
+    # seem to come before the job was submitted. Within a second, lifecycle order.
     items = sorted(
         (
-            (at, text(field(e, "type")), text(field(e, "reason")))
+            (at.replace(microsecond=0), text(field(e, "type")), text(field(e, "reason")))
             for e in events
             if (at := moment(field(e, "at"))) is not None
         ),
@@ -153,7 +157,7 @@ def job_timeline(events: Iterable[Any], now: datetime) -> Chart:
     )
     if not items:
         return empty_chart(name, headers)
-    now = utc(now)
+    now = utc(now).replace(microsecond=0)
     found = phases(items, now)
     data: list[dict[str, Any]] = []
     for kind, colour in PHASE_COLOURS.items():
@@ -208,11 +212,12 @@ def job_timeline(events: Iterable[Any], now: datetime) -> Chart:
                 "hovertemplate": hover("%{customdata[0]}", "%{customdata[1]} UTC%{customdata[2]}"),
             }
         )
+    span = time_range([items[0][0], max(now, items[-1][0])], timedelta(minutes=1))
     spec = layout(
         name,
         280,
         barmode="overlay",
-        xaxis=date_axis(hoverformat="%Y-%m-%d %H:%M:%S UTC"),
+        xaxis=date_axis(hoverformat="%Y-%m-%d %H:%M:%S UTC", range=span),
         yaxis=category_axis(showticklabels=False, showgrid=False),
     )
     rows: list[tuple[tuple[datetime, int], list[str]]] = [

@@ -188,8 +188,12 @@ def wait_trend(rows: Iterable[Any]) -> Chart:
         ),
         key=row_key,
     )
-    if not items:
+    # From the first day with admissions: a queue with one day of history is
+    # not drawn across two weeks of nothing.
+    first = next((n for n, i in enumerate(items) if i[3] or i[1] is not None), None)
+    if first is None:
         return empty_chart(name, headers)
+    items = items[first:]
     scale = time_scale(v for i in items for v in i[1:3])
     days = [i[0].isoformat() for i in items]
     data: list[dict[str, Any]] = [

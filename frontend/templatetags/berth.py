@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 
 from django import template
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from queues import display
 from queues.quantity import format_readable
 
 register = template.Library()
@@ -17,20 +19,8 @@ register = template.Library()
 
 @register.filter
 def duration(seconds: float | None) -> str:
-    """4 s, 3 min 20 s, 2 h 5 min, 3 d 4 h; an em dash for unknown."""
-    if seconds is None:
-        return "—"
-    seconds = max(0, round(float(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s" if secs and minutes < 10 else f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
+    """45 s, 4 min 30 s, 2 h 5 min, 1 d 3 h (queues.display); an em dash for unknown."""
+    return display.duration(seconds)
 
 
 @register.filter
@@ -43,17 +33,40 @@ def quantity(amount: int | None, resource: str) -> str:
 
 
 @register.filter
-def reltime(moment: datetime | None) -> SafeString | str:
-    """<time> with "5 min ago" (or "in 5 min") and the UTC timestamp on hover."""
+def reltime(moment: datetime | str | None) -> SafeString | str:
+    """<time> with "5 min ago" (or "in 5 min"); the page's script puts the
+    absolute time in the viewer's zone on hover (UTC until it runs)."""
+    if isinstance(moment, str):
+        moment = parse_datetime(moment)
     if moment is None:
         return "—"
-    now = timezone.now()
-    delta = (now - moment).total_seconds()
-    words = f"{duration(abs(delta))} ago" if delta >= 0 else f"in {duration(-delta)}"
-    if abs(delta) < 5:
-        words = "just now"
-    stamp = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), stamp, words)
+    words = display.relative(moment, timezone.now())
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        moment.astimezone(UTC).isoformat(),
+        display.timestamp(moment),
+        words,
+    )
+
+
+@register.simple_tag
+def start_estimate(earliest: datetime | str | None, latest: datetime | str | None) -> str:
+    """When a pending job may start, in words: now, in 5 min – 20 min, or why not known."""
+    low = parse_datetime(earliest) if isinstance(earliest, str) else earliest
+    high = parse_datetime(latest) if isinstance(latest, str) else latest
+    return display.start_estimate(low, high, timezone.now())
+
+
+@register.filter
+def kueue(message: str | None) -> str:
+    """Kueue's message with taints as key=value:Effect."""
+    return display.kueue_text(message or "")
+
+
+@register.filter
+def gpu_hours(value: float | None) -> str:
+    """GPU-hours: 0.01, 2.5, 12.5, < 0.01 (queues.display)."""
+    return display.gpu_hours(value)
 
 
 @register.filter

@@ -217,10 +217,17 @@ def test_the_cohort_page_shows_the_tree_the_balance_sheet_and_shares(org: Org) -
     page = html(browser(org, "bob").get("/cohorts/"))
     assert "<strong>org</strong>" in page and "research-eval" in page
     pair = page[page.index('data-pair="research:serving"') :].split("</tr>")[0]
-    assert ">3.0<" in pair  # 2 h + 1 h within 7 d
+    assert ">3<" in pair  # 2 h + 1 h within 7 d
     day = html(browser(org, "bob").get("/cohorts/?window=24h"))
-    assert ">2.0<" in day[day.index('data-pair="research:serving"') :].split("</tr>")[0]
-    assert "chart-shares" in page and "chart-balance" in page
+    assert ">2<" in day[day.index('data-pair="research:serving"') :].split("</tr>")[0]
+    assert "chart-balance" in page
+    # One hour of shares is said to be too little to draw; two hours draw.
+    assert "chart-shares" not in page and "One hourly sample so far" in page
+    FairShareRollup.objects.create(
+        hour=hour - timedelta(hours=1), cluster_queue="research", cohort="org",
+        share_sum=0.25, samples=2,
+    )  # fmt: skip
+    assert "chart-shares" in html(browser(org, "bob").get("/cohorts/"))
 
 
 def test_the_team_page_shows_its_gpus_allocated_and_busy(org: Org) -> None:
