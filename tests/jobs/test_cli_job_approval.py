@@ -4,10 +4,10 @@ to see it, and nothing when the job has none.
 
 The job detail's ``approval`` field (``GET /api/v1/jobs/{id}/``: null, or
 ``{id, state, requested_at, deadline, decided_by, decided_at, reason, url}``)
-is being added to the API separately. Until it is there, the CLI runs against
-a pass-through server in front of the real Berth (pytest-django's live server)
-that adds the field, in that shape, to the real detail; every other answer is
-Berth's own."""
+is added to the API separately. To show every state (and an older API without
+the field), the CLI runs against a pass-through server in front of the real
+Berth (pytest-django's live server) that sets the field, in that shape, on the
+real detail; every other answer is Berth's own."""
 
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ from tests.jobs.test_cli import Berth
 
 
 class WithApproval:
-    """Forwards every request to Berth; adds ``approval`` to job details."""
+    """Forwards every request to Berth; sets (or drops) ``approval`` on job details."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
         self.approval: Any = None  # what the next job detail carries
-        self.add = True  # False: leave the field out, as today's API does
+        self.add = True  # False: no such field, as before the API had it
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,8 +51,12 @@ class WithApproval:
                 except urllib.error.HTTPError as refused:
                     status, body = refused.code, refused.read()
                 path = self.path.split("?")[0].rstrip("/").split("/")
-                if status == 200 and outer.add and path[-2:-1] == ["jobs"] and path[-1].isdigit():
-                    body = json.dumps({**json.loads(body), "approval": outer.approval}).encode()
+                if status == 200 and path[-2:-1] == ["jobs"] and path[-1].isdigit():
+                    detail = json.loads(body)
+                    detail.pop("approval", None)
+                    if outer.add:
+                        detail["approval"] = outer.approval
+                    body = json.dumps(detail).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
