@@ -2,7 +2,9 @@
 
 The CLI talks only to Berth's REST API (``/api/v1/``) with a personal token,
 so it needs nothing but this package's Python dependencies: no Django, no
-cluster credentials. Everything here is the standard library plus PyYAML.
+cluster credentials. Everything here is the standard library plus PyYAML, and
+``jobs.rules`` for durations (pure, under the same import contract, so ``2h``
+reads the same here and in the API).
 
 Where the API and the token come from, first match wins:
 
