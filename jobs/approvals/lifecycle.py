@@ -2,9 +2,10 @@
 reservation: one is raised when Kueue reserves quota for a Workload and sets
 the check Pending; a workload evicted and back within the grace window after
 an approval is re-approved; a pending request whose workload lost that
-reservation (or whose job was cancelled) is withdrawn; one nobody decided in
-time expires. Each step reads what sync recorded and is safe to run twice or
-concurrently (unique constraints, compare-and-set)."""
+reservation (or whose job was cancelled) is withdrawn, and the requester and
+the people it reached are told why; one nobody decided in time expires. Each
+step reads what sync recorded and is safe to run twice or concurrently (unique
+constraints, compare-and-set)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from django.db import IntegrityError, transaction
 from jobs.approvals.audit import record
 from jobs.approvals.decide import expire
 from jobs.approvals.impact import impact_preview
+from jobs.approvals.notify import notify_withdrawn
 from jobs.approvals.status import CHECK_NAME
 from jobs.cluster_state import ClusterState, cluster_state
 from jobs.models import (
@@ -31,6 +33,7 @@ from jobs.models import (
     WorkloadRecord,
     WorkloadState,
 )
+from queues.engine.preemption import REASON_TEXT, Reason
 from queues.models import ClusterQueue
 
 log = logging.getLogger(__name__)
@@ -193,17 +196,79 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
     return raised, reapproved
 
 
+def _preempted_by(workload: WorkloadRecord, since: datetime | None) -> str | None:
+    """Kueue's preemption that ended the reservation, said in words, if any."""
+    events = WorkloadEvent.objects.filter(workload=workload, type=EventType.PREEMPTED)
+    if since is not None:
+        events = events.filter(at__gte=since)
+    event = events.order_by("-at", "-id").first()
+    if event is None:
+        return None
+    try:
+        why = f" ({REASON_TEXT[Reason(event.reason)]})"
+    except ValueError:
+        why = f" ({event.reason})" if event.reason else ""
+    details = event.details or {}
+    preemptor = details.get("preemptor")
+    if not preemptor and details.get("preemptor_uid"):
+        # Sync names the preemptor only if it had recorded it already.
+        found = (
+            WorkloadRecord.objects.filter(uid=details["preemptor_uid"])
+            .values_list("namespace", "name")
+            .first()
+        )
+        preemptor = f"{found[0]}/{found[1]}" if found else None
+    room = f" to make room for {preemptor}" if preemptor else ""
+    return f"Kueue preempted it{room}{why}: it lost the quota reserved for it and queues again"
+
+
+def why_withdrawn(
+    request: ApprovalRequest, workload: WorkloadRecord | None, job: JobRequest | None
+) -> str:
+    """Why a pending request is done with, in words for the requester, the
+    approvers and the audit."""
+    if job is not None and job.state in (JobState.CANCELLING, JobState.CANCELLED):
+        by = job.message if job.message.startswith("cancelled by ") else "cancelled"
+        return f"its job {job.name} was {by}"
+    if workload is None:
+        return "its workload is gone"
+    state = workload.state
+    if state == WorkloadState.DELETED:
+        return "its workload was deleted from the cluster"
+    if state in (WorkloadState.FINISHED, WorkloadState.FAILED):
+        return f"its workload {'failed' if state == WorkloadState.FAILED else 'finished'}"
+    if state == WorkloadState.DEACTIVATED:
+        reason = f" ({workload.reason})" if workload.reason else ""
+        return f"its workload was deactivated{reason}"
+    if state == WorkloadState.ADMITTED:
+        return "its workload was admitted without this decision"
+    if state == WorkloadState.QUOTA_RESERVED:
+        return (
+            "it lost the quota reservation this request asked about and has a new one; "
+            "Berth asks about the new one"
+        )
+    if preempted := _preempted_by(workload, request.reserved_at):
+        return preempted
+    reason = f" ({workload.reason})" if workload.reason else ""
+    return f"Kueue evicted it{reason}: it lost the quota reserved for it and queues again"
+
+
 def withdraw_requests(now: datetime) -> int:
     """Pending requests whose workload lost the reservation they answer
     (evicted, finished, deleted, deactivated; it is asked again when Kueue
-    reserves quota for it again), or whose job was cancelled."""
+    reserves quota for it again), or whose job was cancelled. The reason is
+    kept on the request (``comment``) and in the audit, and the requester and
+    everyone the request reached are told (``notify_withdrawn``), in the same
+    transaction: a pass that dies before telling them withdraws it again."""
     pending = list(
-        ApprovalRequest.objects.filter(state=ApprovalState.PENDING).select_related("job")
+        ApprovalRequest.objects.filter(state=ApprovalState.PENDING).select_related(
+            "job", "requester"
+        )
     )
     records = {
         r.uid: r
         for r in WorkloadRecord.objects.filter(uid__in=[p.workload_uid for p in pending]).only(
-            "uid", "state", "reserved_at"
+            "uid", "state", "reserved_at", "reason"
         )
     }
     withdrawn = 0
@@ -220,17 +285,29 @@ def withdraw_requests(now: datetime) -> int:
         )
         if holds and not cancelled:
             continue
-        if ApprovalRequest.objects.filter(pk=request.pk, state=ApprovalState.PENDING).update(
-            state=ApprovalState.WITHDRAWN, decided_at=now
-        ):
-            record(
-                request,
-                ApprovalAction.WITHDRAWN,
-                message="before anyone decided, the job was cancelled or its workload lost "
-                "the quota reserved for it (evicted, finished, deleted or deactivated)",
-                at=now,
-            )
-            withdrawn += 1
+        why = why_withdrawn(request, workload, request.job)
+        try:
+            with transaction.atomic():
+                if not ApprovalRequest.objects.filter(
+                    pk=request.pk, state=ApprovalState.PENDING
+                ).update(state=ApprovalState.WITHDRAWN, decided_at=now, comment=why):
+                    continue
+                request.state, request.decided_at, request.comment = (
+                    ApprovalState.WITHDRAWN,
+                    now,
+                    why,
+                )
+                record(
+                    request,
+                    ApprovalAction.WITHDRAWN,
+                    message=f"withdrawn before anyone decided: {why}",
+                    at=now,
+                )
+                notify_withdrawn(request)
+        except Exception:  # a broken lookup or audit write: the next pass tries again
+            log.exception("approval #%s: withdrawing it failed", request.pk)
+            continue
+        withdrawn += 1
     return withdrawn
 
 
