@@ -8,7 +8,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs import rules
-from jobs.models import JobKind, JobRequest, WorkloadEvent
+from jobs.approvals.notify import request_url
+from jobs.models import ApprovalRequest, ApprovalState, JobKind, JobRequest, WorkloadEvent
 from queues.api.fields import KueueChoiceField, StrictSerializer
 from queues.quantity import format_canonical
 
@@ -80,6 +81,45 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["type", "at", "reason", "message", "details"]
 
 
+class JobApprovalSerializer(serializers.ModelSerializer):
+    """A job's latest approval request (``urgent-release`` queues), as ``berth
+    status`` and ``berth why`` show it. ``reason``: the approver's comment, the
+    rejection's reason, ``expired``, or why it was withdrawn; null when there is
+    none. ``url``: the request's page on the dashboard."""
+
+    state = serializers.ChoiceField(choices=ApprovalState.choices, read_only=True)
+    requested_at = serializers.DateTimeField(source="created_at", read_only=True)
+    deadline = serializers.DateTimeField(
+        source="expires_at",
+        read_only=True,
+        help_text="undecided by then, it is rejected as expired",
+    )
+    decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="the approver; null while pending and when expired or withdrawn",
+    )
+    reason = serializers.SerializerMethodField(
+        help_text="the approver's comment, the rejection's reason, expired, or why it was "
+        "withdrawn; null when there is none"
+    )
+    url = serializers.SerializerMethodField(help_text="the request's page on the dashboard")
+
+    class Meta:
+        model = ApprovalRequest
+        fields = [
+            "id", "state", "requested_at", "deadline", "decided_by", "decided_at", "reason", "url",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_reason(self, request: ApprovalRequest) -> str | None:
+        return request.comment or None
+
+    def get_url(self, request: ApprovalRequest) -> str:
+        return request_url(request)
+
+
 class JobSerializer(serializers.ModelSerializer):
     team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
@@ -95,6 +135,7 @@ class JobSerializer(serializers.ModelSerializer):
     gpu_hours_lost = serializers.SerializerMethodField()
     workload = serializers.SerializerMethodField()
     flavors = serializers.SerializerMethodField()
+    approval = serializers.SerializerMethodField()
 
     class Meta:
         model = JobRequest
@@ -107,7 +148,7 @@ class JobSerializer(serializers.ModelSerializer):
             "reason", "message",
             "submitted_by", "submitted_at", "created_on_cluster_at", "admitted_at", "started_at",
             "finished_at", "cancelled_at", "wait_seconds", "preemptions", "gpu_hours_used",
-            "gpu_hours_lost", "workload", "flavors", "manifest",
+            "gpu_hours_lost", "workload", "flavors", "approval", "manifest",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -128,6 +169,17 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_flavors(self, job: JobRequest) -> dict[str, Any]:
         return dict(job.workload.flavors) if job.workload else {}
+
+    @extend_schema_field(JobApprovalSerializer(allow_null=True))
+    def get_approval(self, job: JobRequest) -> dict[str, Any] | None:
+        """The latest request (highest attempt); null for a job that needed none."""
+        latest = (
+            ApprovalRequest.objects.filter(job=job)
+            .select_related("decided_by")
+            .order_by("-attempt", "-created_at", "-id")
+            .first()
+        )
+        return dict(JobApprovalSerializer(latest).data) if latest is not None else None
 
 
 class JobListSerializer(JobSerializer):
