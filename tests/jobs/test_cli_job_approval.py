@@ -4,10 +4,11 @@ to see it, and nothing when the job has none.
 
 The job detail's ``approval`` field (``GET /api/v1/jobs/{id}/``: null, or
 ``{id, state, requested_at, deadline, decided_by, decided_at, reason, url}``)
-is added to the API separately. To show every state (and an older API without
-the field), the CLI runs against a pass-through server in front of the real
-Berth (pytest-django's live server) that sets the field, in that shape, on the
-real detail; every other answer is Berth's own."""
+is Berth's own: the last test uses it with a real approval request. To show
+every state (and an older API without the field), the others run the CLI
+against a pass-through server in front of the real Berth (pytest-django's live
+server) that sets the field, in that shape, on the real detail; every other
+answer is Berth's own."""
 
 from __future__ import annotations
 
@@ -194,3 +195,37 @@ def test_no_request_shows_nothing(alice: Berth, proxy: WithApproval, add: bool) 
         assert "Approval" not in out and "approvals/" not in out
     code, out, _ = alice("status", "release-fix", "-o", "json")
     assert ("approval" in json.loads(out)) is add  # -o json is the API's answer, as it is
+
+
+def test_against_the_real_approval_field(
+    alice: Berth, org: Org, live_server: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """No pass-through: Berth's own detail, with a real approval request."""
+    from jobs.models import ApprovalState
+    from tests.jobs.approval_support import approval_request
+
+    monkeypatch.setenv("BERTH_URL", live_server.url)
+    stored = JobRequest.objects.get()
+    code, out, _ = alice("status", "release-fix")
+    assert code == 0 and "Approval" not in out  # none yet: null
+    now = timezone.now()
+    request = approval_request(
+        org.users["alice"], job=stored, workload_name="job-release-fix",
+        created_at=now - timedelta(minutes=30), expires_at=now + timedelta(hours=2, seconds=30),
+    )  # fmt: skip
+    code, out, err = alice("status", "release-fix")
+    assert code == 0, err
+    assert label_lines(out, "Approval") == [
+        f"#{request.pk} pending, waiting since {(now - timedelta(minutes=30)):%Y-%m-%d %H:%M:%SZ} "
+        f"(30m ago); deadline {(now + timedelta(hours=2, seconds=30)):%Y-%m-%d %H:%M:%SZ} (in 2h)",
+        f"{settings.BERTH_PUBLIC_URL}/approvals/{request.pk}/",
+    ]
+    request.state, request.decided_at = ApprovalState.REJECTED, now
+    request.decided_by, request.comment = org.users["admin"], "not a release blocker"
+    request.save()
+    code, out, err = alice("why", "release-fix")
+    assert code == 0, err
+    assert (
+        f"Approval: #{request.pk} rejected by root at {now:%Y-%m-%d %H:%M:%SZ}: "
+        "not a release blocker"
+    ) in out.splitlines()
