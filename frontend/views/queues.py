@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from frontend import charts
 from frontend.views.common import page, paginate, query_without, sorted_rows
+from jobs import selectors as job_selectors
 from jobs import stats
-from jobs.models import EventType, JobRequest, PendingForecast, WorkloadEvent
+from jobs.models import EventType, PendingForecast, WorkloadEvent
 from queues.kueue.render import to_yaml_documents
 from queues.models import ClusterQueue
 from queues.reconcile import desired_objects, policy_version
@@ -98,10 +99,12 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
     pending = list(
         forecasts.select_related("workload").order_by("position", "workload__created_at")[:shown]
     )
+    # A link to the job page only for jobs the viewer may see (another team's
+    # job page is a 404): the workload itself is listed for everyone.
     jobs = dict(
-        JobRequest.objects.filter(workload_id__in=[p.workload_id for p in pending]).values_list(
-            "workload_id", "id"
-        )
+        job_selectors.jobs_for(request.user)
+        .filter(workload_id__in=[p.workload_id for p in pending])
+        .values_list("workload_id", "id")
     )
     recent = list(
         WorkloadEvent.objects.filter(
