@@ -293,7 +293,7 @@ def approval_lines(approval: Any, base_url: str, now: datetime) -> list[str]:
             text += f" by {approval['decided_by']}"
         if approval.get("decided_at"):
             text += f" at {format_time(approval['decided_at'])}"
-        if approval.get("reason"):
+        if approval.get("reason") and approval["reason"] != state:  # an expiry's is "expired"
             text += f": {approval['reason']}"
     url = str(approval.get("url") or "")
     if url.startswith("/"):  # a path on the Berth the CLI talks to

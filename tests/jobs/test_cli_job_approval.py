@@ -178,7 +178,7 @@ def test_a_decided_request_shows_who_and_why(alice: Berth, proxy: WithApproval) 
     ]
     # Expired: nobody decided; no URL given: the CLI command that shows it.
     proxy.approval = {**proxy.approval, "state": "expired", "decided_by": None, "url": None,
-                      "decided_at": "2026-12-01T13:00:04Z", "reason": ""}  # fmt: skip
+                      "decided_at": "2026-12-01T13:00:04Z", "reason": "expired"}  # fmt: skip
     code, out, _ = alice("status", "release-fix")
     assert label_lines(out, "Approval") == [
         "#13 expired at 2026-12-01 13:00:04Z",
