@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from controlplane import api
 from frontend.views.common import page
 
 
@@ -13,6 +12,10 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     """What does not exist, and what exists but is not the visitor's to see:
     one answer for both, so another team's pages do not show they exist."""
     if request.path.startswith("/api/"):
+        # Imported here: controlplane.api is also DRF's parser setting, and this
+        # module is the CSRF failure view Django imports while settings load.
+        from controlplane import api
+
         return api.not_found(request, exception)
     response = page(
         request,

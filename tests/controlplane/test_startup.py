@@ -182,3 +182,10 @@ def test_celery_worker_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None
         "berth: configuration error: BERTH_CLUSTER='nomad' is not supported: use one of "
         "simulated, kubernetes"
     )
+
+
+def test_the_system_checks_pass_in_a_fresh_process(tmp_path: Path) -> None:
+    """``manage.py check`` as ``make run`` and gunicorn start it: a fresh import
+    order (the suite's own imports can hide an import cycle)."""
+    done = run(["manage.py", "check"], clean_env(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
