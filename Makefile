@@ -28,7 +28,7 @@ seed: migrate
 ## make run: embedded Berth (SQLite, in-process tasks, simulated cluster) on http://$(HOST):$(PORT)
 run: seed
 	@echo "==> Berth is serving on http://$(HOST):$(PORT)/  (sign in with a demo login above; Ctrl-C stops)"
-	@$(PY) manage.py run_embedded $(HOST):$(PORT)
+	@BERTH_PUBLIC_URL="$${BERTH_PUBLIC_URL:-http://$(HOST):$(PORT)}" $(PY) manage.py run_embedded $(HOST):$(PORT)
 
 ## make test: quality gates, then the whole suite on real PostgreSQL and Redis
 ## (and Debian's chromium for the browser tests, installed when missing)

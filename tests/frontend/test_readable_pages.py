@@ -75,3 +75,19 @@ def test_the_team_preview_writes_its_start_estimate_in_words(org: Org) -> None:
     words = visible(browser(org).post("/teams/research/", form).content.decode())
     assert "estimated start:" in words
     assert not ISO.search(words)
+
+
+def test_the_team_form_takes_runtimes_as_durations(org: Org) -> None:
+    """Its runtime fields accept 2h or 90m as the API does (a number field
+    would refuse them in the browser), and a posted 2h is stored as 7200 s."""
+    page = browser(org).get("/teams/research/").content.decode()
+    for name in ("max_runtime_seconds", "expected_runtime_seconds"):
+        field = re.search(rf'<input name="{name}"[^>]*>', page)
+        assert field is not None and 'type="text"' in field.group(0), name
+    form = {
+        "name": "qwen-sft", "image": "registry.example.com/qwen:1", "queue": "research",
+        "nodes": "1", "gpus_per_node": "8", "checkpoint_uri": "s3://b/q",
+        "command": "python train.py", "max_runtime_seconds": "2h", "submit": "1",
+    }  # fmt: skip
+    assert browser(org).post("/teams/research/", form).status_code == 302
+    assert JobRequest.objects.get(name="qwen-sft").max_runtime_seconds == 7200
