@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from queues import display
+
 # --- output ------------------------------------------------------------------------
 
 
@@ -38,51 +40,27 @@ def parse_time(value: Any) -> datetime | None:
 
 def format_time(value: Any) -> str:
     moment = parse_time(value)
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if moment else "-"
+    return display.timestamp(moment, compact=True) if moment else "-"
 
 
 def human_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    total = max(0, round(seconds))
-    if total < 60:
-        return f"{total}s"
-    minutes, secs = divmod(total, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s" if secs and minutes < 10 else f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours}h" if hours else f"{days}d"
+    """A duration by Berth's one rule, spelled for a terminal table: ``4m30s``."""
+    return "-" if seconds is None else display.duration(seconds, compact=True)
 
 
 def age(value: Any, now: datetime | None = None) -> str:
     moment = parse_time(value)
     if moment is None:
         return "-"
-    return human_seconds(((now or datetime.now(UTC)) - moment).total_seconds()) + " ago"
+    return display.relative(moment, now or datetime.now(UTC), compact=True)
 
 
 def start_range(estimate: Any) -> str:
+    """When a pending job may start, in the words the dashboard uses."""
     if not isinstance(estimate, dict):
         return "unknown"
     earliest, latest = parse_time(estimate.get("earliest")), parse_time(estimate.get("latest"))
-    if earliest is None and latest is None:
-        return "unknown (no estimate available)"
-    now = datetime.now(UTC)
-
-    def when(moment: datetime | None) -> str:
-        if moment is None:
-            return "?"
-        delta = (moment - now).total_seconds()
-        return format_time(moment.isoformat()) + (
-            " (now)" if delta <= 60 else f" (in {human_seconds(delta)})"
-        )
-
-    if earliest == latest or latest is None:
-        return when(earliest)
-    return f"{when(earliest)} – {when(latest)}"
+    return display.start_estimate(earliest, latest, datetime.now(UTC), compact=True)
 
 
 def flavors_text(flavors: Any) -> str:

@@ -84,3 +84,22 @@ def test_taints_as_kubectl_writes_them() -> None:
 )  # fmt: skip
 def test_gpu_hours(value: float | None, shown: str) -> None:
     assert gpu_hours(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("seconds", "compact"),
+    [(0, "0s"), (10, "10s"), (270, "4m30s"), (7500, "2h5m"), (100_000, "1d3h"), (259_260, "3d")],
+)
+def test_the_terminal_spelling_follows_the_same_rule(seconds: float, compact: str) -> None:
+    """The CLI's table cells: one word each, the same value as the pages."""
+    assert duration(seconds, compact=True) == compact
+    assert duration(seconds).replace(" ", "").replace("min", "m") == compact
+
+
+def test_the_cli_writes_durations_and_estimates_as_the_pages_do() -> None:
+    from jobs.cli.output import human_seconds, start_range
+
+    assert human_seconds(100_000) == "1d3h"  # the pages' "1 d 3 h"
+    now = datetime.now(UTC).replace(microsecond=0)
+    assert start_range({"earliest": now.isoformat(), "latest": now.isoformat()}) == "now"
+    assert start_range({"earliest": None, "latest": None}).startswith("not foreseeable")
