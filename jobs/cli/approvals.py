@@ -66,11 +66,14 @@ def add_approvals_parser(commands: Any, common: argparse.ArgumentParser) -> None
 
 
 def impact_text(impact: Any) -> str:
-    """GPU-hours lost and how many running workloads approving preempts."""
+    """GPU-hours lost, how many running workloads approving preempts, and how
+    many waiting ones (quota reserved, not running) lose their reservation."""
     if not isinstance(impact, dict) or not impact:
         return "-"
     victims = impact.get("preempts") or []
-    return f"{impact.get('gpu_hours_lost', 0)} GPU-h, {len(victims)} preempted"
+    waiting = sum(1 for v in victims if isinstance(v, dict) and v.get("state") == "reserved")
+    text = f"{impact.get('gpu_hours_lost', 0)} GPU-h, {len(victims) - waiting} preempted"
+    return text + (f", {waiting} lose a reservation" if waiting else "")
 
 
 def expires_text(request: dict[str, Any], now: datetime) -> str:
@@ -220,13 +223,14 @@ def show_lines(request: dict[str, Any], now: datetime) -> list[str]:
                 v.get("gpus"),
                 v.get("gpu_hours_lost"),
                 v.get("status"),
+                v.get("state") or "running",
             )
             for v in victims
         ]
         lines += [
             "  " + line
             for line in table(
-                ("WORKLOAD", "TEAM", "PRIORITY", "GPUS", "GPU-H LOST", "STATUS"), rows
+                ("WORKLOAD", "TEAM", "PRIORITY", "GPUS", "GPU-H LOST", "STATUS", "NOW"), rows
             ).splitlines()
         ]
     events = request.get("events") or []

@@ -255,3 +255,16 @@ def test_refusals_from_the_api_are_one_line_each(
     assert code == 2 and "COMMAND" in one_line(err)
     pending = ApprovalRequest.objects.filter(state=ApprovalState.PENDING).count()
     assert pending == 3 and not ApprovalEvent.objects.exists()
+
+
+def test_the_impact_summary_tells_reservations_from_running_work() -> None:
+    from jobs.cli.approvals import impact_text
+
+    impact = {
+        "gpu_hours_lost": 3.5,
+        "preempts": [
+            {"workload": "a/run", "state": "running"},
+            {"workload": "b/wait", "state": "reserved"},
+        ],
+    }
+    assert impact_text(impact) == "3.5 GPU-h, 1 preempted, 1 lose a reservation"
