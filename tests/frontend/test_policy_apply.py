@@ -56,7 +56,7 @@ def test_apply_changes_the_quota_and_records_who_did_it(org: dict[str, Any], adm
     page = text(admin.get(response["Location"]))
     assert "Applied." in page
     assert "resource_groups[0].flavors[0].resources[0].nominal_quota" in page
-    assert "<del>8</del> → <ins>12</ins>" in page
+    assert "<del><code>8</code></del> → <ins><code>12</code></ins>" in page
     index = text(admin.get("/policy/"))
     assert 'data-quota="h100/nvidia.com/gpu">h100 nvidia.com/gpu: <strong>12</strong>' in index
     assert f'data-change-id="{entry.pk}"' in index

@@ -133,7 +133,7 @@ def test_plan_of_a_quota_change_shows_only_the_cluster_queue_diff_and_writes_not
     assert plan.unchanged > 0
     page = text(response)
     assert f"<code>{NOMINAL_PATH}</code>" in page
-    assert "<del>8</del>" in page and "<ins>12</ins>" in page
+    assert "<del><code>8</code></del>" in page and "<ins><code>12</code></ins>" in page
     assert "Nothing was saved" in page
     assert footprint() == before
     assert nominal() == 8
