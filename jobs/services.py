@@ -44,6 +44,9 @@ def dry_run(actor: Any, data: dict[str, Any]) -> dict[str, Any]:
         "queue_class": prepared.queue_class.name if prepared.queue_class else "",
         "priority_class": prepared.priority_class,
         "priority": prepared.priority,
+        # Its queue class gates admission on an approver (urgent-release): the
+        # estimate is when quota frees up, not when it will run.
+        "needs_approval": bool(prepared.queue_class and prepared.queue_class.requires_approval),
         "manifest": prepared.manifest,
         **forecast.as_dict(),
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
@@ -20,6 +21,7 @@ from jobs.api.serializers import JobSubmitSerializer
 from jobs.borrowing import borrowing_now
 from jobs.models import JobRequest, TeamUsageSnapshot
 from jobs.models.requests import TERMINAL_STATES
+from queues.display import duration
 from queues.errors import FieldError, PolicyInvalid
 from queues.models import ClusterQueue, LocalQueue, Team, TeamMembership
 
@@ -88,6 +90,7 @@ def team_page(request: HttpRequest, slug: str) -> HttpResponse:
         "errors": errors,
         "field_errors": {e.field: e for e in errors},
         "result": result,
+        "approval_window": duration(settings.BERTH_APPROVAL_TIMEOUT),
     }
     # Only [data-live] sections refresh: the form is never replaced under the user.
     return page(request, "frontend/team.html", context, nav="teams")

@@ -158,6 +158,11 @@ def dry_run_summary(answer: dict[str, Any]) -> list[str]:
         + (f" ({ahead} ahead)" if ahead is not None else "")
     )
     lines.append(f"Start:      {start_range(answer.get('estimated_start'))}")
+    if answer.get("needs_approval"):
+        lines.append(
+            "Approval:   needed: once its quota is reserved, an approver decides "
+            "(berth approvals show)"
+        )
     if answer.get("preempts"):
         lines.append(f"Preempts:   {', '.join(answer['preempts'])}")
     explanation = answer.get("explanation") or {}

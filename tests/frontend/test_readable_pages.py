@@ -91,3 +91,22 @@ def test_the_team_form_takes_runtimes_as_durations(org: Org) -> None:
     }  # fmt: skip
     assert browser(org).post("/teams/research/", form).status_code == 302
     assert JobRequest.objects.get(name="qwen-sft").max_runtime_seconds == 7200
+
+
+def test_the_preview_of_an_urgent_release_job_says_it_needs_approval(org: Org) -> None:
+    form = {
+        "name": "release-fix", "image": "registry.example.com/qwen:1", "queue": "urgent",
+        "nodes": "1", "gpus_per_node": "8", "checkpoint_uri": "s3://b/q",
+        "command": "python train.py", "justification": "release blocker", "preview": "1",
+    }  # fmt: skip
+    page = browser(org).post("/teams/research/", form).content.decode()
+    assert 'id="preview-approval"' in page and "Needs approval." in page
+    assert "4 h to decide" in page  # BERTH_APPROVAL_TIMEOUT, in words
+    ordinary = browser(org).post("/teams/research/", {**form, "queue": "research"})
+    assert 'id="preview-approval"' not in ordinary.content.decode()
+    dry = org.alice.post(
+        "/api/v1/jobs/?dry_run=true",
+        {**job(name="release-fix", queue="urgent-release", nodes=1), "justification": "x"},
+        format="json",
+    )
+    assert dry.status_code == 200 and dry.json()["needs_approval"] is True
