@@ -22,16 +22,34 @@ def percentile(values: list[float], p: float) -> float:
     return values[rank - 1]
 
 
-def wait_stats(records: Iterable[WorkloadRecord]) -> dict[str, Any]:
-    waits = sorted(w for r in records if (w := r.wait) is not None)
+def wait_stats(records: Iterable[WorkloadRecord], end: float) -> dict[str, Any]:
+    """Time to admission: avg, p50, p95, max over every workload, those never
+    admitted by ``end`` counting the time they had waited by then
+    (right-censored: the true wait is at least that). ``at_least`` names the
+    figures that are therefore lower bounds: avg and max as soon as one
+    workload is censored, a percentile when a censored wait is at or below
+    its rank (the true order statistic can only be larger; one above the rank
+    leaves it exact)."""
+    # Exact waits sort before censored ones of the same length: a tie leaves it exact.
+    waits = sorted((w, censored) for w, censored in (r.censored_wait(end) for r in records))
+    never = sum(1 for _, censored in waits if censored)
+    stats: dict[str, Any] = {"admitted": len(waits) - never, "never_admitted": never}
     if not waits:
-        return {"admitted": 0, "avg": None, "p50": None, "p95": None, "max": None}
+        return {**stats, "avg": None, "p50": None, "p95": None, "max": None, "at_least": []}
+    values = [w for w, _ in waits]
+    at_least = ["avg"] if never else []
+    for key, p in (("p50", 50), ("p95", 95)):
+        rank = max(1, math.ceil(p / 100 * len(values)))
+        stats[key] = values[rank - 1]
+        if any(censored for _, censored in waits[:rank]):
+            at_least.append(key)
+    if never:
+        at_least.append("max")
     return {
-        "admitted": len(waits),
-        "avg": sum(waits) / len(waits),
-        "p50": percentile(waits, 50),
-        "p95": percentile(waits, 95),
-        "max": waits[-1],
+        **stats,
+        "avg": sum(values) / len(values),
+        "max": values[-1],
+        "at_least": at_least,
     }
 
 
@@ -46,7 +64,11 @@ def _per_unit(resource: str, value: float) -> float:
 
 
 def summarize(result: SimulationResult) -> dict[str, Any]:
-    records = list(result.records.values())
+    """The figures of a run. Waits and workload counts cover the measured
+    workloads (not the context a window opened with); usage, borrowing and
+    preemptions cover everything that held quota."""
+    everything = list(result.records.values())
+    records = [r for r in everything if r.measured]
     queues: dict[str, Any] = {}
     for name, totals in result.totals.items():
         members = [r for r in records if r.cluster_queue == name]
@@ -68,11 +90,13 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         queues[name] = {
             "workloads": len(members),
             "finished": sum(1 for r in members if r.finished is not None),
-            "never_admitted": sum(1 for r in members if r.first_admitted is None),
-            "time_to_admission": wait_stats(members),
+            "never_admitted": sum(1 for r in members if r.censored_wait(result.end)[1]),
+            "time_to_admission": wait_stats(members, result.end),
             "resource_seconds": resources,
             "preemptions": result.preemptions_by_queue.get(name, {}),
-            "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in members),
+            "lost_gpu_seconds": sum(
+                r.lost_gpu_seconds for r in everything if r.cluster_queue == name
+            ),
         }
     classes: dict[str, Any] = {}
     for name in sorted({r.workload_class for r in records}):
@@ -83,7 +107,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
                 reasons[reason] = reasons.get(reason, 0) + count
         classes[name] = {
             "workloads": len(members),
-            "time_to_admission": wait_stats(members),
+            "time_to_admission": wait_stats(members, result.end),
             "preemptions": sum(r.preemptions for r in members),
             # The reasons the class's workloads were preempted (they were the victims).
             "preemptions_by_reason": dict(sorted(reasons.items())),
@@ -96,9 +120,10 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "cycles": result.cycles,
         # Times the policy made workloads preempt each other round and round.
         "livelocks": result.livelocks,
-        "time_to_admission": wait_stats(records),
+        "time_to_admission": wait_stats(records, result.end),
+        "never_admitted": sum(1 for r in records if r.censored_wait(result.end)[1]),
         "preemptions": dict(sorted(result.preemptions_by_reason.items())),
-        "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in records),
+        "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in everything),
         "cluster_queues": queues,
         "classes": classes,
     }

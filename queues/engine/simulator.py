@@ -7,8 +7,19 @@ checkpoint and queues again, keeping its place by creation time, as Kueue
 does) and the delayed re-queueing of parked workloads when capacity may have
 freed (Kueue waits about a second).
 
+``requeue_delay`` is how long parked workloads wait after capacity frees
+(Kueue: about a second); 0 makes them candidates again in the very next
+cycle, as a Kueue rebuilt at every step does (Berth's simulated cluster).
+
 Admission checks are answered Ready at once (``check_delay`` seconds later):
-the simulator measures queueing, not people.
+the simulator measures queueing, not people; unless ``check_delays`` says how
+long a workload's checks took (a recorded approval; infinity: never answered).
+
+With a ``horizon`` (a what-if's window end) the clock stops there: what had
+not been admitted by then was never admitted, and its wait is censored at the
+horizon (see ``WorkloadRecord.censored_wait``). ``context`` names workloads
+that only set the scene (already running or queued when the window opened):
+they take quota and compete, but the figures do not count them.
 
 Pure Python: no Django, no kubernetes client.
 """
@@ -18,7 +29,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +47,10 @@ ARRIVE, FINISH, UNPARK, CHECK, RETRY, RELEASE = (
 )
 
 
+# The first back-off after a livelock when parked workloads requeue at once.
+RETRY_FLOOR = 1.0
+
+
 @dataclass
 class WorkloadRecord:
     key: str
@@ -50,12 +65,22 @@ class WorkloadRecord:
     preemptions_by_reason: dict[str, int] = field(default_factory=dict)
     lost_seconds: float = 0.0  # of runtime redone after preemptions
     lost_gpu_seconds: float = 0.0
+    # False for context: work already there when the clock started, not measured.
+    measured: bool = True
 
     @property
     def wait(self) -> float | None:
         if self.first_admitted is None:
             return None
         return max(0.0, self.first_admitted - max(self.created, 0.0))
+
+    def censored_wait(self, end: float) -> tuple[float, bool]:
+        """(wait, censored): the time to admission, or, for a workload never
+        admitted by ``end``, the time it had waited by then (a lower bound:
+        right-censored)."""
+        if self.first_admitted is not None and self.first_admitted <= end:
+            return max(0.0, self.first_admitted - max(self.created, 0.0)), False
+        return max(0.0, end - max(self.created, 0.0)), True
 
 
 @dataclass
@@ -80,6 +105,12 @@ class SimulationResult:
     cycles: int
     admissions: int
     livelocks: int = 0
+    # Where the clock was stopped (a what-if's window end), if it was.
+    horizon: float | None = None
+    # Every admission, re-admissions after an eviction included: (ClusterQueue,
+    # when, wait since the workload was queued or requeued), as Berth's
+    # dashboard counts them.
+    admission_log: list[tuple[str, float, float]] = field(default_factory=list)
 
     @property
     def elapsed(self) -> float:
@@ -103,6 +134,9 @@ class Simulator:
         until_admitted: str | None = None,
         samples: int = 240,
         progress: Callable[[int, int], None] | None = None,
+        horizon: float | None = None,
+        context: Iterable[str] = (),
+        check_delays: Mapping[str, float] | None = None,
     ) -> None:
         self.policy = policy
         self.scheduler = Scheduler(policy, now=0.0)
@@ -112,11 +146,14 @@ class Simulator:
         self.scheduler.defer_release = eviction_delay > 0
         self.requeue_delay = requeue_delay
         self.check_delay = check_delay
+        self.check_delays = dict(check_delays or {})
         self.progress = progress
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
         self._generation: dict[str, int] = {}
         self._run_started: dict[str, float] = {}
+        self._requeued: dict[str, float] = {}  # key -> when it was last evicted
+        self.admission_log: list[tuple[str, float, float]] = []
         self._unpark_due: float | None = None
         self.records: dict[str, WorkloadRecord] = {}
         self._workloads: dict[str, Workload] = {}
@@ -131,9 +168,14 @@ class Simulator:
         arrivals = [max(w.creation_time, self._floor) for w in self._workloads.values()]
         self.start = start if start is not None else min(arrivals, default=0.0)
         self.until_admitted = until_admitted
+        self.horizon = horizon
+        self.context = set(context)
         last = max(arrivals, default=0.0)
-        horizon = last + max((w.runtime or 0.0 for w in self._workloads.values()), default=1.0)
-        self._sample_every = max((horizon - self.start) / max(samples, 1), 1e-3)
+        span = last + max((w.runtime or 0.0 for w in self._workloads.values()), default=1.0)
+        if horizon is not None:
+            span = horizon
+        self._sample_every = max((span - self.start) / max(samples, 1), 1e-3)
+        self._progress_done = 0
         self._next_sample = self.start
         # Charts follow GPUs when the stream asks for any, else CPU cores.
         self.main_resource = (
@@ -159,7 +201,7 @@ class Simulator:
         self.admissions = 0
         self.finished = 0
         self.livelocks = 0
-        self._retry_backoff = requeue_delay
+        self._retry_backoff = requeue_delay or RETRY_FLOOR
 
     # ---------------------------------------------------------------- events
 
@@ -175,11 +217,15 @@ class Simulator:
                 workload.priority,
                 workload.creation_time,
                 gpu_count(workload),
+                measured=key not in self.context,
             )
             self._push(max(workload.creation_time, self._floor), ARRIVE, workload)
         now = self.start
         while self._events:
+            if self.horizon is not None and self._events[0][0] >= self.horizon:
+                break  # the window [start, horizon) is over: what happens next is not in it
             now = self._events[0][0]
+            self._report_time(now)
             self._integrate(now)
             while self._events and self._events[0][0] == now:
                 _, _, kind, payload = heapq.heappop(self._events)
@@ -193,6 +239,9 @@ class Simulator:
                     self._push(self._unpark_due, UNPARK, None)
                 else:  # nothing parked, nothing to wait for
                     self.scheduler.apply_unpark_requests()
+        if self.horizon is not None:
+            now = max(now, self.horizon)  # usage is measured over the whole window
+            self._report_time(now)
         self._integrate(now)
         self._sample(now, force=True)
         return SimulationResult(
@@ -207,7 +256,20 @@ class Simulator:
             cycles=self.scheduler.cycles,
             admissions=self.admissions,
             livelocks=self.livelocks,
+            horizon=self.horizon,
+            admission_log=self.admission_log,
         )
+
+    def _report_time(self, now: float) -> None:
+        """With a horizon, progress is the share of the window simulated (not
+        every workload finishes inside it), in thousandths."""
+        if self.horizon is None or self.progress is None:
+            return
+        span = max(self.horizon - self.start, 1e-9)
+        done = min(1000, int(1000 * (now - self.start) / span))
+        if done > self._progress_done:
+            self._progress_done = done
+            self.progress(done, 1000)
 
     def _handle(self, now: float, kind: str, payload: Any) -> None:
         if kind == ARRIVE:
@@ -226,7 +288,7 @@ class Simulator:
             self.scheduler.finish(key)
             self.records[key].finished = now
             self.finished += 1
-            if self.progress is not None:
+            if self.progress is not None and self.horizon is None:
                 self.progress(self.finished, self.total)
         elif kind == UNPARK:
             self._unpark_due = None
@@ -240,21 +302,47 @@ class Simulator:
             if checked is not None and checked.admission is not None:
                 for check in list(checked.check_states):
                     checked.check_states[check] = CheckState.READY
+                # Admitted once its checks pass (until then it only reserves quota).
+                self._admitted(checked.key, now)
                 self._started(checked, now)
 
     def _schedule(self, now: float) -> None:
-        """Cycle until nothing changes. A policy can make workloads preempt each
-        other round and round (a StrictFIFO victim older than its queue's own
-        preemptor takes the freed quota back, say); Kueue would churn, cycle
-        after cycle. Past a bound the simulator counts a livelock and retries
-        later, backing off, so time moves on."""
+        """Cycle until stable, as Kueue's scheduler loop (and ``run_cycles``)
+        does: a cycle that admits nothing but found heads it had not evaluated
+        yet (a BestEffortFIFO head it parked leaves the next one to the next
+        cycle) is followed by another; stable is a cycle that changes nothing
+        and evaluates no new head, with the same outcome.
+
+        A policy can make workloads preempt each other round and round (a
+        StrictFIFO victim older than its queue's own preemptor takes the freed
+        quota back, say); Kueue would churn, cycle after cycle. Past a bound of
+        changing cycles the simulator counts a livelock and retries later,
+        backing off, so time moves on."""
         limit = 4 * len(self.scheduler.queues) + 50
-        for _ in range(limit):
+        changes = 0
+        seen: dict[str, object] = {}
+        at_once = self.requeue_delay <= 0
+        # Each quiet cycle evaluates some head for the first time: bounded.
+        for _ in range(limit + len(self.scheduler.workloads) + 1):
+            if at_once:  # parked workloads are candidates again in the very next cycle
+                self.scheduler.apply_unpark_requests()
             result = self.scheduler.cycle(now)
             self._apply(result, now)
-            if not result.changed:
-                self._retry_backoff = self.requeue_delay
+            if result.changed:
+                changes += 1
+                seen = {}
+                if changes >= limit:
+                    break
+                continue
+            if at_once and self.scheduler.has_unpark_requests:
+                continue
+            if all(seen.get(key) == pending for key, pending in result.evaluated.items()):
+                self._retry_backoff = self.requeue_delay or RETRY_FLOOR
                 return
+            seen.update(result.evaluated)
+        else:
+            self._retry_backoff = self.requeue_delay or RETRY_FLOOR
+            return
         self.livelocks += 1
         self._push(now + self._retry_backoff, RETRY, None)
         self._retry_backoff = min(self._retry_backoff * 2, 600.0)
@@ -264,8 +352,9 @@ class Simulator:
             self._admitted(key, now)
             self._started(self.scheduler.workloads[key], now)
         for key in result.reserved:
-            self._admitted(key, now)
-            self._push(now + self.check_delay, CHECK, key)
+            delay = self.check_delays.get(key, self.check_delay)
+            if math.isfinite(delay):  # never answered: it holds its quota, waiting
+                self._push(now + delay, CHECK, key)
         for preemption in result.preempted:
             self._preempted(
                 preemption.victim, preemption.reason.value, preemption.cluster_queue, now
@@ -274,6 +363,8 @@ class Simulator:
     def _admitted(self, key: str, now: float) -> None:
         self.admissions += 1
         record = self.records[key]
+        queued = self._requeued.get(key, record.created)
+        self.admission_log.append((record.cluster_queue, now, max(0.0, now - queued)))
         if record.first_admitted is None:
             record.first_admitted = now
 
@@ -293,6 +384,7 @@ class Simulator:
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
         by_queue = self.preemptions_by_queue[queue]
         by_queue[reason] = by_queue.get(reason, 0) + 1
+        self._requeued[key] = now  # Kueue marks it Requeued as it evicts it
         if self.scheduler.defer_release:
             self._push(now + self.eviction_delay, RELEASE, key)
         started = self._run_started.pop(key, None)
