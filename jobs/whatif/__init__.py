@@ -6,9 +6,11 @@ some ClusterQueue fields changed), on exactly the same stream, and compare.
 it is now and queues the run after the commit; ``execute`` (the Celery task)
 claims a queued run once, runs the simulator twice, writing progress as it
 goes, and stores the figures or the error. ``proposal`` edits the policy,
-``stream`` builds what is replayed, ``runs`` does the rest.
+``stream`` builds what is replayed, ``figures`` replays it and compares,
+``runs`` does the rest.
 """
 
+from jobs.whatif.figures import compare
 from jobs.whatif.proposal import (
     CHANGE_KEYS,
     DEFAULT_RUNTIME_SECONDS,
@@ -20,7 +22,6 @@ from jobs.whatif.proposal import (
 )
 from jobs.whatif.runs import (
     ProgressWriter,
-    compare,
     create_run,
     describe_changes,
     execute,

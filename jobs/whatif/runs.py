@@ -9,13 +9,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import WhatIfRun, WhatIfSource, WhatIfState
+from jobs.models import (
+    WhatIfRun,
+    WhatIfSource,
+    WhatIfState,
+)
+from jobs.whatif.figures import compare
 from jobs.whatif.proposal import (
     CHANGE_KEYS,
     DEFAULT_WINDOW,
@@ -28,18 +34,17 @@ from jobs.whatif.proposal import (
     proposal_policy,
 )
 from jobs.whatif.stream import (
+    EVICTION_DELAY_SECONDS,
+    REQUEUE_DELAY_SECONDS,
     Stream,
     recorded_stream,
     scenario_size,
     scenario_stream,
     window_records,
 )
-from queues.engine.metrics import summarize
 from queues.engine.model import Policy
 from queues.engine.scenario import ScenarioError, parse
-from queues.engine.simulator import SimulationResult, Simulator
 from queues.errors import FieldError, PolicyInvalid
-from queues.quantity import format_canonical
 from queues.reconcile import desired_objects, policy_version
 
 log = logging.getLogger(__name__)
@@ -221,16 +226,47 @@ def prepare(
     if errors or proposal is None or start is None or end is None:
         raise PolicyInvalid(errors)
     window = (start, end)
+
+    def stream() -> Stream:
+        pace = cluster_pace()
+        return recorded_stream(
+            *window,
+            today,
+            observed=timezone.now(),
+            speedup=pace.speedup,
+            eviction_delay=pace.eviction_delay,
+            requeue_delay=pace.requeue_delay,
+        )
+
     return Prepared(
         WhatIfSource.WINDOW,
         today,
         proposal,
         count,
-        lambda: recorded_stream(*window, today),
+        stream,
         baseline=baseline,
         window_start=start,
         window_end=end,
     )
+
+
+class Pace(NamedTuple):
+    speedup: float
+    eviction_delay: float
+    requeue_delay: float
+
+
+def cluster_pace() -> Pace:
+    """How the recorded cluster ran. The simulated one does
+    BERTH_SIMULATED_SPEEDUP seconds of a job's declared runtime per second,
+    and its Kueue, rebuilt every step, frees a victim's quota in the step that
+    evicts it and weighs every pending workload again in the step capacity
+    frees. On a real cluster a job takes its declared time, a victim's quota
+    stays taken while its job stops, and Kueue queues parked workloads again
+    about a second after capacity frees."""
+    if settings.BERTH_CLUSTER == "simulated":
+        return Pace(float(settings.BERTH_SIMULATED_SPEEDUP), 0.0, 0.0)
+    return Pace(1.0, EVICTION_DELAY_SECONDS, REQUEUE_DELAY_SECONDS)
 
 
 def _proposal_or_errors(
@@ -318,130 +354,6 @@ class ProgressWriter:
             progress=percent, heartbeat_at=timezone.now()
         )
         self.written = percent
-
-
-def _clean(value: Any, digits: int = 3) -> Any:
-    """JSON Postgres stores: no NaN or infinity, floats rounded."""
-    if isinstance(value, float):
-        return round(value, digits) if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v, digits) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v, digits) for v in value]
-    return value
-
-
-def _figures(
-    name: str, summary: dict[str, Any], result: SimulationResult, resource: str
-) -> dict[str, Any]:
-    queue = summary["cluster_queues"][name]
-    wait = queue["time_to_admission"]
-    figures = queue["resource_seconds"].get(resource, {})
-    ratio = figures.get("usage_ratio")
-    nominal = sum(v for (_, r), v in result.nominal.get(name, {}).items() if r == resource)
-    return {
-        "workloads": queue["workloads"],
-        "never_admitted": queue["never_admitted"],
-        "avg_wait": wait["avg"],
-        "p50_wait": wait["p50"],
-        "p95_wait": wait["p95"],
-        "max_wait": wait["max"],
-        "nominal": format_canonical(resource, nominal) if resource in _resources(result) else "",
-        "usage_percent": ratio * 100 if ratio is not None else None,
-        "used_hours": figures.get("used", 0.0) / 3600,
-        "borrowed_hours": figures.get("borrowed", 0.0) / 3600,
-        "lent_hours": figures.get("lent", 0.0) / 3600,
-        "preemptions": sum(queue["preemptions"].values()),
-        "preemptions_by_reason": dict(sorted(queue["preemptions"].items())),
-        "gpu_hours_lost": queue["lost_gpu_seconds"] / 3600,
-    }
-
-
-def _resources(result: SimulationResult) -> set[str]:
-    return {r for quotas in result.nominal.values() for (_, r) in quotas}
-
-
-def _totals(
-    summary: dict[str, Any], queues: dict[str, dict[str, Any]], result: SimulationResult
-) -> dict[str, Any]:
-    wait = summary["time_to_admission"]
-    used = sum(q["used_hours"] for q in queues.values())
-    nominal_hours = sum(
-        queue["resource_seconds"].get(result.series["resource"], {}).get("nominal", 0.0) / 3600
-        for queue in summary["cluster_queues"].values()
-    )
-    return {
-        "workloads": summary["workloads"],
-        "never_admitted": sum(q["never_admitted"] for q in queues.values()),
-        "avg_wait": wait["avg"],
-        "p50_wait": wait["p50"],
-        "p95_wait": wait["p95"],
-        "max_wait": wait["max"],
-        "usage_percent": 100 * used / nominal_hours if nominal_hours else None,
-        "used_hours": used,
-        "borrowed_hours": sum(q["borrowed_hours"] for q in queues.values()),
-        "lent_hours": sum(q["lent_hours"] for q in queues.values()),
-        "preemptions": sum(summary["preemptions"].values()),
-        "preemptions_by_reason": summary["preemptions"],
-        "gpu_hours_lost": summary["lost_gpu_seconds"] / 3600,
-        "simulated_hours": summary["simulated_seconds"] / 3600,
-        "admissions": summary["admissions"],
-        "cycles": summary["cycles"],
-        "livelocks": summary["livelocks"],
-    }
-
-
-def compare(
-    today: Policy,
-    proposal: Policy,
-    stream: Stream,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
-    """Replay the stream under both policies; the figures per ClusterQueue and
-    in total, today's beside the proposal's. ``progress`` gets 0..99 percent."""
-    runs: dict[str, tuple[SimulationResult, dict[str, Any]]] = {}
-    for step, (label, policy) in enumerate((("today", today), ("proposal", proposal))):
-
-        def report(done: int, total: int, step: int = step) -> None:
-            if progress is not None:
-                progress(min(99, (100 * step + 100 * done // max(total, 1)) // 2))
-
-        result = Simulator(policy, stream.build(), progress=report).run()
-        runs[label] = (result, summarize(result))
-    resource = runs["today"][0].series["resource"]
-    names = sorted(
-        set(runs["today"][1]["cluster_queues"]) | set(runs["proposal"][1]["cluster_queues"])
-    )
-    per_label: dict[str, dict[str, dict[str, Any]]] = {}
-    for label, (result, summary) in runs.items():
-        per_label[label] = {
-            name: _figures(name, summary, result, resource)
-            for name in names
-            if name in summary["cluster_queues"]
-        }
-    queues = [
-        {
-            "cluster_queue": name,
-            "today": per_label["today"].get(name),
-            "proposal": per_label["proposal"].get(name),
-        }
-        for name in names
-    ]
-    totals = {
-        label: _totals(summary, per_label[label], result)
-        for label, (result, summary) in runs.items()
-    }
-    return _clean(
-        {
-            "resource": resource,
-            "workloads": stream.count,
-            "queues": queues,
-            "totals": totals,
-            "runtime_sources": stream.runtime_sources,
-            "skipped": stream.skipped,
-            "notes": stream.notes,
-        }
-    )
 
 
 def prepared_for(run: WhatIfRun) -> Prepared:

@@ -134,9 +134,9 @@ def test_more_quota_for_a_congested_queue_lowers_its_p95_wait(
     assert today["borrowed_hours"] > 0
     assert result["totals"]["today"]["p95_wait"] > result["totals"]["proposal"]["p95_wait"]
     assert result["resource"] == GPU
-    # Where each runtime came from, said in the result.
-    assert result["runtime_sources"] == {"recorded": 12, "job": 1, "default": 1}
-    assert any("1 h" in note for note in result["notes"])
+    # Where each runtime came from, said in the result: serving's two still run.
+    assert result["runtime_sources"] == {"recorded": 12, "running": 2, "job": 0, "default": 0}
+    assert any("2 workload(s) were still running" in note for note in result["notes"])
 
 
 def test_bad_changes_are_refused_naming_the_field_and_nothing_is_queued(
