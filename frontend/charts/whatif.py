@@ -36,18 +36,25 @@ def comparison(rows: Iterable[Any], metric_label: str, *, unit: str = "") -> Cha
     """One metric per ClusterQueue under today's policy and under the proposal,
     as grouped bars; the table adds the change.
 
-    rows: ``{"cluster_queue", "today": float | None, "proposal": float | None}``;
-    ``metric_label`` titles the axis ("p95 wait (min)"), ``unit`` follows values
-    in the hover ("min").
+    rows: ``{"cluster_queue", "today": float | None, "proposal": float | None}``,
+    and optionally ``"change"``: what the table says instead of the difference
+    (when the difference would claim too much, say because the proposal leaves
+    workloads unadmitted); ``metric_label`` titles the axis ("p95 wait (min)"),
+    ``unit`` follows values in the hover ("min").
     """
     name = "comparison"
     headers = ["ClusterQueue", f"today: {metric_label}", f"proposal: {metric_label}", "change"]
     items = sorted(
         (
-            (text(field(r, "cluster_queue")), num(field(r, "today")), num(field(r, "proposal")))
+            (
+                text(field(r, "cluster_queue")),
+                num(field(r, "today")),
+                num(field(r, "proposal")),
+                field(r, "change"),
+            )
             for r in rows
         ),
-        key=row_key,
+        key=lambda i: row_key(i[:3]),
     )
     if not items:
         return empty_chart(name, headers)
@@ -70,5 +77,8 @@ def comparison(rows: Iterable[Any], metric_label: str, *, unit: str = "") -> Cha
         xaxis=category_axis(),
         yaxis=axis(metric_label, rangemode="tozero"),
     )
-    table_rows = [[q, fmt(t, 2), fmt(p, 2), _change(t, p)] for q, t, p in items]
+    table_rows = [
+        [q, fmt(t, 2), fmt(p, 2), text(change) if change else _change(t, p)]
+        for q, t, p, change in items
+    ]
     return chart(data, spec, Table(headers, table_rows))

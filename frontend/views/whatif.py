@@ -5,7 +5,7 @@ proposal side by side once the simulation (a Celery task) is done."""
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -28,6 +28,7 @@ LOCAL_FORMAT = "%Y-%m-%dT%H:%M"  # <input type=datetime-local>, in UTC
 
 # (key, label, kind, lower is better: True, False, or None for neither)
 METRICS: list[tuple[str, str, str, bool | None]] = [
+    ("avg_wait", "average wait", "duration", True),
     ("p50_wait", "p50 wait", "duration", True),
     ("p95_wait", "p95 wait", "duration", True),
     ("max_wait", "longest wait", "duration", True),
@@ -38,6 +39,7 @@ METRICS: list[tuple[str, str, str, bool | None]] = [
     ("preemptions", "preemptions (its workloads evicted)", "count", True),
     ("gpu_hours_lost", "GPU-hours lost to preemption", "hours", True),
 ]
+WAITS = {key for key, _, kind, _ in METRICS if kind == "duration"}
 
 
 def _admin_only(request: HttpRequest) -> None:
@@ -49,11 +51,12 @@ def _unit(resource: str) -> str:
     return {"nvidia.com/gpu": "GPU", "cpu": "core", "memory": "GiB"}.get(resource, resource)
 
 
-def _show(value: Any, kind: str) -> str:
+def _show(value: Any, kind: str, at_least: bool = False) -> str:
     if value is None:
         return "—"
     if kind == "duration":
-        return duration(value)
+        # Waits of workloads never admitted count until the window's end: at least.
+        return ("≥ " if at_least else "") + duration(value)
     if kind == "percent":
         return f"{value:.0f}%"
     if kind == "hours":
@@ -66,20 +69,44 @@ def _change(today: Any, proposal: Any, kind: str, lower_better: bool | None) -> 
     if not isinstance(today, int | float) or not isinstance(proposal, int | float):
         return "—", ""
     delta = proposal - today
-    if abs(delta) < 1e-9:
+    # A change too small to show (under a second, a tenth of an hour, a point) is none.
+    shown = _show(abs(delta), kind)
+    if abs(delta) < 1e-9 or shown in ("0 s", "0.0", "0%"):
         return "same", ""
     sign = "+" if delta > 0 else "−"
-    if kind == "duration":
-        amount = duration(abs(delta))
-    elif kind == "percent":
-        amount = f"{abs(delta):.0f} points"
-    elif kind == "hours":
-        amount = f"{abs(delta):,.1f}"
-    else:
-        amount = f"{abs(delta):,}"
-    relative = f" ({sign}{abs(delta / today):.0%})" if today and kind != "percent" else ""
+    amount = shown.replace("%", " points") if kind == "percent" else shown
+    # Relative to a figure that shows as zero, a ratio says nothing (0.0 → 0.7 is not +6155%).
+    relative = (
+        f" ({sign}{abs(delta / today):.0%})"
+        if today and kind != "percent" and _show(today, kind) not in ("0 s", "0.0")
+        else ""
+    )
     tone = "" if lower_better is None else ("good" if (delta < 0) == lower_better else "bad")
     return f"{sign}{amount}{relative}", tone
+
+
+def never_admitted_text(today: dict[str, Any], proposal: dict[str, Any]) -> str:
+    """ "10 never admitted (baseline: 0)" when the proposal leaves more workloads
+    unadmitted than today's policy, else ""."""
+    more, baseline = proposal.get("never_admitted") or 0, today.get("never_admitted") or 0
+    return f"{more:,} never admitted (baseline: {baseline:,})" if more > baseline else ""
+
+
+def _wait_change(key: str, today: dict[str, Any], proposal: dict[str, Any]) -> tuple[str, str]:
+    """A wait's change, claiming no more than the figures allow. A proposal
+    that leaves more workloads unadmitted is never better at waiting (they
+    wait on past the window's end): no good tone, and the reason instead of a
+    shorter wait. Otherwise a lower bound (a figure with censored waits under
+    it) can show neither a win for its side nor a loss for the other."""
+    change, tone = _change(today.get(key), proposal.get(key), "duration", True)
+    starved = never_admitted_text(today, proposal)
+    if starved and tone != "bad":  # worse stays worse; anything else says why not better
+        return f"not better: {starved}", "warn"
+    if tone == "good" and key in (proposal.get("waits_at_least") or []):
+        return f"{change}, uncertain", ""  # the proposal's figure is a lower bound
+    if tone == "bad" and key in (today.get("waits_at_least") or []):
+        return f"{change}, uncertain", ""  # today's figure is a lower bound
+    return change, tone
 
 
 def metric_rows(
@@ -100,18 +127,79 @@ def metric_rows(
             }
         )
     for key, label, kind, lower_better in METRICS:
-        change, tone = _change(today.get(key), proposal.get(key), kind, lower_better)
+        if key in WAITS:
+            change, tone = _wait_change(key, today, proposal)
+        else:
+            change, tone = _change(today.get(key), proposal.get(key), kind, lower_better)
         rows.append(
             {
                 "key": key,
                 "label": label.format(unit=_unit(resource)),
-                "today": _show(today.get(key), kind),
-                "proposal": _show(proposal.get(key), kind),
+                "today": _show(today.get(key), kind, key in (today.get("waits_at_least") or [])),
+                "proposal": _show(
+                    proposal.get(key), kind, key in (proposal.get("waits_at_least") or [])
+                ),
                 "change": change,
                 "tone": tone,
             }
         )
     return rows
+
+
+def _waits_text(figures: dict[str, Any] | None) -> str:
+    """ "p50 10 s · p95 ≥ 4 min · 3 never admitted" for one side of the check."""
+    if not figures or not figures.get("workloads"):
+        return "—"
+    at_least = figures.get("waits_at_least") or []
+    p50 = _show(figures.get("p50_wait"), "duration", "p50_wait" in at_least)
+    p95 = _show(figures.get("p95_wait"), "duration", "p95_wait" in at_least)
+    return f"p50 {p50} · p95 {p95} · {figures.get('never_admitted') or 0:,} never admitted"
+
+
+def _dashboard_text(figures: dict[str, Any] | None) -> str:
+    if not figures or not figures.get("admissions"):
+        return "—"
+    return (
+        f"p50 {_show(figures.get('p50_wait'), 'duration')} · "
+        f"p95 {_show(figures.get('p95_wait'), 'duration')} · {figures['admissions']:,} admissions"
+    )
+
+
+def fidelity_rows(result: dict[str, Any], names: list[str]) -> list[dict[str, str]]:
+    """Today's policy replayed against what the cluster did in the window, per
+    ClusterQueue: what sync recorded for the same workloads beside the replay,
+    and the dashboard's hourly figures beside the replay counted their way."""
+    rows = []
+    by_name = {q["cluster_queue"]: q for q in result.get("queues") or []}
+    for name in names:
+        queue = by_name.get(name) or {}
+        if queue.get("recorded") is None and not queue.get("dashboard"):
+            continue
+        dashboard = queue.get("dashboard") or {}
+        rows.append(
+            {
+                "name": name,
+                "recorded": _waits_text(queue.get("recorded")),
+                "replayed": _waits_text(queue.get("today")),
+                "dashboard": _dashboard_text(dashboard.get("recorded")),
+                "dashboard_replayed": _dashboard_text(dashboard.get("replayed")),
+            }
+        )
+    return rows
+
+
+def starved_text(today: dict[str, Any] | None, proposal: dict[str, Any] | None) -> str:
+    """The warning over a table whose proposal leaves more workloads unadmitted."""
+    today, proposal = today or {}, proposal or {}
+    more = proposal.get("never_admitted") or 0
+    baseline = today.get("never_admitted") or 0
+    if more <= baseline:
+        return ""
+    return (
+        f"The proposal leaves {more:,} workload(s) never admitted (today's policy: "
+        f"{baseline:,}). They count as waiting until the end, though they would wait "
+        "longer: its waits are lower bounds, and not shown as better."
+    )
 
 
 def _wait_scale(values: list[float]) -> tuple[float, str]:
@@ -162,15 +250,25 @@ def comparison(run: WhatIfRun) -> dict[str, Any]:
         figure = (row.get(side) or {}).get(key)
         return None if figure is None else float(figure) / divide
 
+    def p95_change(row: dict[str, Any]) -> str | None:
+        starved = never_admitted_text(row.get("today") or {}, row.get("proposal") or {})
+        return f"not better: {starved}" if starved else None
+
     return {
         "resource": resource,
         "totals": metric_rows(totals.get("today"), totals.get("proposal"), resource),
+        "totals_starved": starved_text(totals.get("today"), totals.get("proposal")),
+        "fidelity": fidelity_rows(result, [q["cluster_queue"] for q in shown]),
+        "dashboard_hours": [
+            datetime.fromisoformat(moment) for moment in result.get("dashboard_hours") or []
+        ],
         "runs": totals,
         "queues": [
             {
                 "name": q["cluster_queue"],
                 "changed": q["cluster_queue"] in changed,
                 "rows": metric_rows(q.get("today"), q.get("proposal"), resource),
+                "starved": starved_text(q.get("today"), q.get("proposal")),
             }
             for q in shown
         ],
@@ -181,6 +279,7 @@ def comparison(run: WhatIfRun) -> dict[str, Any]:
                     "cluster_queue": q["cluster_queue"],
                     "today": value(q, "today", "p95_wait", scale),
                     "proposal": value(q, "proposal", "p95_wait", scale),
+                    "change": p95_change(q),
                 }
                 for q in shown
             ],
