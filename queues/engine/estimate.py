@@ -1,9 +1,15 @@
 """When will a pending workload start? Simulate the current state forward.
 
-The latest estimate lets every running workload use its whole declared
-runtime; the earliest lets each finish in ``optimism`` of what it has left
-(default half). Pending workloads ahead of it run for their declared runtime
-(or forever, when they declare none). New arrivals are not foreseen.
+Two runs bound the start. The latest lets every running workload use its
+whole declared runtime and every workload without one its long runtime (the
+far end of ``runtime_range``); the earliest lets each running workload finish
+in ``optimism`` of what it has left (default half) and those without a
+declared runtime take their short one. Pending workloads ahead of it run for
+their declared runtime, else their range's end of the run; with neither they
+run forever. New arrivals are not foreseen.
+
+``requeue_delay`` and ``eviction_delay`` are the cluster's (see
+``Simulator``): a real Kueue's second and 30 s by default.
 
 Pure Python: no Django, no kubernetes client.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+from queues.engine.model import Workload
 from queues.engine.scheduler import Scheduler
 from queues.engine.simulator import Simulator
 
@@ -29,23 +36,53 @@ class StartEstimate:
         return self.latest is not None
 
 
+@dataclass(frozen=True)
+class Pace:
+    requeue_delay: float = 1.0
+    eviction_delay: float = 30.0
+
+
+def _runtime(workload: Workload, early: bool) -> float:
+    if workload.runtime is not None:
+        return workload.runtime
+    if workload.runtime_range is not None:
+        short, long = workload.runtime_range
+        return short if early else long
+    return NEVER
+
+
 def _first_admissions(
-    scheduler: Scheduler, now: float, factor: float, until: str | None = None
+    scheduler: Scheduler,
+    now: float,
+    factor: float,
+    pace: Pace,
+    until: str | None = None,
 ) -> dict[str, float | None]:
     """When each workload is first admitted if the state runs forward from now;
-    with ``until``, stop once that one is."""
+    with ``until``, stop once that one is. ``factor`` 1 is the latest run."""
+    early = factor < 1.0
     stream = []
     for workload in scheduler.workloads.values():
         copied = copy.deepcopy(workload)
-        if copied.runtime is None:
-            copied.runtime = NEVER
+        declared = copied.runtime is not None
+        copied.runtime = _runtime(workload, early)
         if copied.admission is not None and copied.admitted_at is not None:
             if copied.runtime != NEVER:
                 done = min(copied.runtime, max(0.0, now - copied.admitted_at) + copied.work_done)
-                copied.work_done = done + (copied.runtime - done) * (1 - factor)
+                # A declared runtime is shortened to the optimistic share of what is
+                # left; a range's short end is already the optimistic guess.
+                share = (1 - factor) if declared else 0.0
+                copied.work_done = done + (copied.runtime - done) * share
             copied.admitted_at = now
         stream.append((copied, "state"))
-    simulator = Simulator(scheduler.policy, stream, start=now, until_admitted=until)
+    simulator = Simulator(
+        scheduler.policy,
+        stream,
+        start=now,
+        until_admitted=until,
+        requeue_delay=pace.requeue_delay,
+        eviction_delay=pace.eviction_delay,
+    )
     result = simulator.run()
     return {
         key: None if record.first_admitted in (None, NEVER) else record.first_admitted
@@ -53,12 +90,13 @@ def _first_admissions(
     }
 
 
-def _start(scheduler: Scheduler, key: str, now: float, factor: float) -> float | None:
-    return _first_admissions(scheduler, now, factor, until=key).get(key)
-
-
 def estimate_start(
-    scheduler: Scheduler, key: str, now: float | None = None, *, optimism: float = 0.5
+    scheduler: Scheduler,
+    key: str,
+    now: float | None = None,
+    *,
+    optimism: float = 0.5,
+    pace: Pace = Pace(),
 ) -> StartEstimate:
     """An (earliest, latest) start time for pending workload ``key``."""
     when = scheduler.now if now is None else now
@@ -66,11 +104,18 @@ def estimate_start(
     if workload.admission is not None:
         started = workload.admitted_at if workload.admitted_at is not None else when
         return StartEstimate(started, started)
-    return StartEstimate(_start(scheduler, key, when, optimism), _start(scheduler, key, when, 1.0))
+    return StartEstimate(
+        _first_admissions(scheduler, when, optimism, pace, until=key).get(key),
+        _first_admissions(scheduler, when, 1.0, pace, until=key).get(key),
+    )
 
 
 def estimate_all(
-    scheduler: Scheduler, now: float | None = None, *, optimism: float = 0.5
+    scheduler: Scheduler,
+    now: float | None = None,
+    *,
+    optimism: float = 0.5,
+    pace: Pace = Pace(),
 ) -> dict[str, StartEstimate]:
     """Start estimates for every pending workload at once: two forward runs of
     the whole state, not two per workload."""
@@ -78,6 +123,6 @@ def estimate_all(
     pending = [k for k, w in scheduler.workloads.items() if w.admission is None and w.active]
     if not pending:
         return {}
-    early = _first_admissions(scheduler, when, optimism)
-    late = _first_admissions(scheduler, when, 1.0)
+    early = _first_admissions(scheduler, when, optimism, pace)
+    late = _first_admissions(scheduler, when, 1.0, pace)
     return {key: StartEstimate(early.get(key), late.get(key)) for key in pending}

@@ -47,9 +47,11 @@ def simulate(
     policy: Policy | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
-    requeue_delay: float = 1.0,
-    eviction_delay: float = 30.0,
+    requeue_delay: float | None = None,
+    eviction_delay: float | None = None,
 ) -> tuple[SimulationResult, dict[str, Any]]:
+    """Run the scenario's stream under its policy (or ``policy``), timed as
+    its ``simulation:`` block says unless the delays are given."""
     stream = workload_stream(scenario)
     chosen = policy or scenario.policy
     check_compatible(stream, chosen, scenario.source)
@@ -57,8 +59,10 @@ def simulate(
         chosen,
         stream,
         progress=progress,
-        requeue_delay=requeue_delay,
-        eviction_delay=eviction_delay,
+        requeue_delay=scenario.timing.requeue_delay if requeue_delay is None else requeue_delay,
+        eviction_delay=(
+            scenario.timing.eviction_delay if eviction_delay is None else eviction_delay
+        ),
     ).run()
     return result, summarize(result)
 

@@ -178,6 +178,9 @@ class Workload:
     creation_time: float = float("-inf")
     namespace: str = "default"
     runtime: float | None = None
+    # With no declared runtime: how long it plausibly runs in all, (short, long),
+    # from what similar work took (start estimates play both ends).
+    runtime_range: tuple[float, float] | None = None
     checkpoint_interval: float | None = None
     # Quota held: which flavor each pod set's resources use (None: pending).
     admission: Assignment | None = None

@@ -52,6 +52,18 @@ class ScenarioError(Exception):
         super().__init__("\n".join(lines))
 
 
+@dataclass(frozen=True)
+class Timing:
+    """How the cluster a scenario stands for runs (its ``simulation:`` block):
+    seconds before parked workloads queue again after capacity frees (Kueue's
+    batched requeue: a second) and before a preempted workload's quota is free
+    (its job stopping; 0 where the evicted quota is released at once, as
+    Kueue's own performance runner does)."""
+
+    requeue_delay: float = 1.0
+    eviction_delay: float = 30.0
+
+
 @dataclass
 class Scenario:
     policy: Policy
@@ -59,6 +71,7 @@ class Scenario:
     classes: list[WorkloadClass] = field(default_factory=list)
     priority_classes: dict[str, int] = field(default_factory=dict)
     source: str = "<scenario>"
+    timing: Timing = Timing()
 
 
 # Kueue's allowed fairSharing.preemptionStrategies, the first being the default.
@@ -77,6 +90,7 @@ TOP_LEVEL = (
     "fairSharing",
     "workloads",
     "generate",
+    "simulation",
     "description",
     # Scenario tests keep what Kueue does next to the scenario; commands ignore it.
     "rule",
@@ -492,6 +506,7 @@ def parse(
             )
         seen.add(workload.key)
     classes = parse_generate(reader, top.get("generate"), policy, priorities, rng_seed_override)
+    timing = read_timing(reader, top.get("simulation"))
     if reader.errors:
         raise ScenarioError(source, reader.errors)
     return Scenario(
@@ -500,6 +515,22 @@ def parse(
         classes=classes,
         priority_classes=priorities,
         source=source,
+        timing=timing,
+    )
+
+
+def read_timing(reader: Reader, value: Any) -> Timing:
+    block = reader.mapping("simulation", value, ("requeueDelay", "evictionDelay"))
+    default = Timing()
+    return Timing(
+        requeue_delay=reader.number(
+            "simulation.requeueDelay", block.get("requeueDelay"), default.requeue_delay
+        )
+        or 0.0,
+        eviction_delay=reader.number(
+            "simulation.evictionDelay", block.get("evictionDelay"), default.eviction_delay
+        )
+        or 0.0,
     )
 
 

@@ -219,3 +219,22 @@ def test_fits_now_is_promised_the_next_cycle_only_when_that_cycle_admits_it() ->
     assert scheduler.workloads["default/p"].admission is not None
     assert scheduler.workloads["default/b-low"].admission is None
     assert scheduler.status["default/b-low"].reason == "WaitingForQuota"
+
+
+def test_a_workload_with_no_declared_runtime_is_played_at_both_ends_of_its_range() -> None:
+    from queues.engine.estimate import Pace, estimate_start
+
+    scheduler = scheduled(
+        [gpus("running", "a", 8, creationTime=0), gpus("next", "a", 8, creationTime=1)],
+        {k: v for k, v in queue("a", 8).items() if k != "cohortName"},
+    )
+    scheduler.now = 400.0
+    assert estimate_start(scheduler, "default/next").latest is None  # it might run forever
+    # Admitted at 0 (what sync saw), it has run 400 s: similar work ran 500 to 3000 s in all.
+    scheduler.workloads["default/running"].admitted_at = 0.0
+    scheduler.workloads["default/running"].runtime_range = (500.0, 3000.0)
+    estimate = estimate_start(scheduler, "default/next")
+    assert (estimate.earliest, estimate.latest) == (501.0, 3001.0)  # and a requeue's second
+    # On a cluster that requeues at once (the simulated one), no second.
+    at_once = estimate_start(scheduler, "default/next", pace=Pace(0.0, 0.0))
+    assert (at_once.earliest, at_once.latest) == (500.0, 3000.0)

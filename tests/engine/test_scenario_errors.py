@@ -58,6 +58,9 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
             "unsupported-value",
         ),
         (["clusterQueues", 0, "colour"], "blue", "clusterQueues[0].colour", "unknown-field"),
+        (["simulation"], {"requeueDelay": -1}, "simulation.requeueDelay", "range"),
+        (["simulation"], {"evictionDelay": "soon"}, "simulation.evictionDelay", "type"),
+        (["simulation"], {"tick": 1}, "simulation.tick", "unknown-field"),
         (
             ["clusterQueues", 0, "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"],
             "8X",

@@ -59,14 +59,16 @@ class Command(BaseCommand):
         parser.add_argument(
             "--requeue-delay",
             type=float,
-            default=1.0,
-            help="seconds before parked workloads queue again (Kueue: ~1)",
+            default=None,
+            help="seconds before parked workloads queue again "
+            "(default: the scenario's simulation.requeueDelay, else Kueue's 1)",
         )
         parser.add_argument(
             "--eviction-delay",
             type=float,
-            default=30.0,
-            help="seconds a preempted job takes to stop and free its quota (0: at once)",
+            default=None,
+            help="seconds a preempted job takes to stop and free its quota, 0: at once "
+            "(default: the scenario's simulation.evictionDelay, else 30)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
