@@ -16,6 +16,8 @@ from typing import Any
 from django.utils import timezone
 
 from jobs.models import JobRequest, WorkloadRecord, WorkloadState
+from jobs.pace import Pace, cluster_pace
+from jobs.runtimes import Runtimes, recorded_runtimes
 from queues.engine.model import PodSet, Policy, Toleration, Workload
 from queues.engine.scenario import ScenarioError, parse
 from queues.engine.scheduler import Scheduler
@@ -106,23 +108,36 @@ class ClusterState:
     scheduler: Scheduler
     # workload key -> the job request it belongs to (only Berth's jobs)
     jobs: dict[str, int]
+    # How the cluster runs work: wall time per declared second, its delays.
+    pace: Pace
+    # What work recorded here ran for, for runtimes nobody declared.
+    runtimes: Runtimes
+
+    def runtime_range(
+        self, local_queue: str, cluster_queue: str, ran: float = 0.0
+    ) -> tuple[float, float] | None:
+        return self.runtimes.range_for(local_queue, cluster_queue, ran)
 
 
 def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> ClusterState:
     """Every live workload sync recorded, on the current policy, at ``now``.
     Workloads of Berth's jobs run for the time their team expects, else their
-    max runtime (the queue class's limit by default); workloads nobody declared
-    a runtime for run forever."""
+    max runtime (the queue class's limit by default), in the cluster's time
+    (the simulated one works faster); a workload nobody declared a runtime
+    for runs as long as similar work recorded here did (a range), else
+    forever."""
     moment = now or timezone.now()
     policy = policy or current_policy()
+    pace = cluster_pace()
+    runtimes = recorded_runtimes(moment)
     scheduler = Scheduler(policy, now=moment.timestamp())
-    runtimes: dict[int, float | None] = {}
+    declared: dict[int, float | None] = {}
     job_of: dict[int, int] = {}
     for job_id, workload_id, expected, limit in JobRequest.objects.filter(
         workload__isnull=False, workload__state__in=LIVE
     ).values_list("id", "workload_id", "expected_runtime_seconds", "max_runtime_seconds"):
-        runtime = expected or limit
-        runtimes[workload_id] = float(runtime) if runtime else None
+        seconds = expected or limit
+        declared[workload_id] = pace.wall(float(seconds)) if seconds else None
         job_of[workload_id] = job_id
     jobs: dict[str, int] = {}
     rows = WorkloadRecord.objects.filter(state__in=LIVE).order_by("created_at", "id")
@@ -130,6 +145,9 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
         if row.cluster_queue not in policy.cluster_queues:
             continue  # its queue is gone from the policy (being drained)
         holds = row.state != WorkloadState.PENDING and bool(row.flavors)
+        admitted_at = _seconds(row.admitted_at) if holds else None
+        runtime = declared.get(row.pk)
+        ran = max(0.0, moment.timestamp() - admitted_at) if admitted_at is not None else 0.0
         workload = Workload(
             name=row.name,
             namespace=row.namespace,
@@ -137,13 +155,18 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
             pod_sets=tuple(pod_set(p) for p in row.pod_sets),
             priority=row.priority,
             creation_time=row.created_at.timestamp(),
-            runtime=runtimes.get(row.pk),
+            runtime=runtime,
+            runtime_range=(
+                runtimes.range_for(row.local_queue, row.cluster_queue, ran)
+                if runtime is None
+                else None
+            ),
             admission={k: dict(v) for k, v in row.flavors.items()} if holds else None,
-            admitted_at=_seconds(row.admitted_at) if holds else None,
+            admitted_at=admitted_at,
             evicting=row.state == WorkloadState.EVICTED,
             evictions=row.evictions,
         )
         scheduler.add(workload)
         if row.pk in job_of:
             jobs[workload.key] = job_of[row.pk]
-    return ClusterState(scheduler, jobs)
+    return ClusterState(scheduler, jobs, pace, runtimes)

@@ -49,6 +49,7 @@ def explain_job(job: JobRequest) -> dict[str, Any]:
                 priority=job.priority,
                 pod_sets=pod_sets_of(kueue_pod_sets(job.manifest[0])) if job.manifest else [],
                 runtime=_runtime(job),
+                local_queue=job.local_queue,
             )
         )
     answer.update(forecast.as_dict())

@@ -13,6 +13,7 @@ from typing import Any
 from jobs.cluster_state import ClusterState, cluster_state, pod_set
 from queues.display import kueue_text
 from queues.engine.assign import Mode
+from queues.engine.estimate import Pace as EnginePace
 from queues.engine.estimate import estimate_all, estimate_start
 from queues.engine.explain import Explanation, Shortfall, explain
 from queues.engine.model import Policy, Workload
@@ -62,7 +63,8 @@ class Candidate:
     cluster_queue: str
     priority: int
     pod_sets: list[dict[str, Any]]
-    runtime: float | None = None
+    runtime: float | None = None  # declared: seconds of work
+    local_queue: str = ""  # its queue class, whose recorded runtimes stand in for none
 
     def workload(self, now: float, name: str | None = None) -> Workload:
         return Workload(
@@ -202,6 +204,10 @@ def _victims(scheduler: Scheduler, key: str) -> list[str]:
     return sorted(p.victim for p in result.preempted if p.preemptor == key)
 
 
+def _engine_pace(state: ClusterState) -> EnginePace:
+    return EnginePace(state.pace.requeue_delay, state.pace.eviction_delay)
+
+
 def _forecast(state: ClusterState, key: str, *, estimate: bool) -> Forecast:
     scheduler = state.scheduler
     workload = scheduler.workloads[key]
@@ -220,7 +226,7 @@ def _forecast(state: ClusterState, key: str, *, estimate: bool) -> Forecast:
         )
     assignment = scheduler.assign(workload)
     flavors = assignment.flavors() if assignment.mode is not Mode.NO_FIT else {}
-    start = estimate_start(scheduler, key) if estimate else None
+    start = estimate_start(scheduler, key, pace=_engine_pace(state)) if estimate else None
     # NO_CANDIDATES also ranks between NoFit and Fit, but nothing may be preempted.
     needs_preemption = assignment.mode in (Mode.PREEMPT, Mode.RECLAIM)
     victims = _victims(scheduler, key) if needs_preemption else []
@@ -245,6 +251,10 @@ def forecast_new(candidate: Candidate, now: datetime | None = None) -> Forecast:
     while f"{candidate.namespace}/{name}" in scheduler.workloads:
         name = f"{name}-dry-run"  # a live workload of that name: the candidate still counts
     workload = candidate.workload(scheduler.now, name)
+    if workload.runtime is not None:
+        workload.runtime = state.pace.wall(workload.runtime)
+    else:
+        workload.runtime_range = state.runtime_range(candidate.local_queue, candidate.cluster_queue)
     scheduler.add(workload)
     return _forecast(state, workload.key, estimate=True)
 
@@ -269,7 +279,7 @@ def refresh_pending_forecasts(now: datetime | None = None) -> int:
     moment = now or timezone.now()
     state = cluster_state(moment)
     scheduler = state.scheduler
-    estimates = estimate_all(scheduler, moment.timestamp())
+    estimates = estimate_all(scheduler, moment.timestamp(), pace=_engine_pace(state))
     ids = {
         f"{ns}/{name}": pk
         for pk, ns, name in WorkloadRecord.objects.filter(

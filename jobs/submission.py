@@ -578,6 +578,7 @@ def prepare(actor: Any, data: Mapping[str, Any]) -> Prepared:
         priority=priority,
         pod_sets=pod_sets_of(kueue_pod_sets(manifest[0])),
         runtime=_runtime(data.get("expected_runtime_seconds"), max_runtime),
+        local_queue=local_queue.name,
     )
     raise_if_never_fits(candidate)
     return Prepared(

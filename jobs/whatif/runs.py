@@ -9,10 +9,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import yaml
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,6 +20,7 @@ from jobs.models import (
     WhatIfSource,
     WhatIfState,
 )
+from jobs.pace import cluster_pace
 from jobs.whatif.figures import compare
 from jobs.whatif.proposal import (
     CHANGE_KEYS,
@@ -34,8 +34,6 @@ from jobs.whatif.proposal import (
     proposal_policy,
 )
 from jobs.whatif.stream import (
-    EVICTION_DELAY_SECONDS,
-    REQUEUE_DELAY_SECONDS,
     Stream,
     recorded_stream,
     scenario_size,
@@ -248,25 +246,6 @@ def prepare(
         window_start=start,
         window_end=end,
     )
-
-
-class Pace(NamedTuple):
-    speedup: float
-    eviction_delay: float
-    requeue_delay: float
-
-
-def cluster_pace() -> Pace:
-    """How the recorded cluster ran. The simulated one does
-    BERTH_SIMULATED_SPEEDUP seconds of a job's declared runtime per second,
-    and its Kueue, rebuilt every step, frees a victim's quota in the step that
-    evicts it and weighs every pending workload again in the step capacity
-    frees. On a real cluster a job takes its declared time, a victim's quota
-    stays taken while its job stops, and Kueue queues parked workloads again
-    about a second after capacity frees."""
-    if settings.BERTH_CLUSTER == "simulated":
-        return Pace(float(settings.BERTH_SIMULATED_SPEEDUP), 0.0, 0.0)
-    return Pace(1.0, EVICTION_DELAY_SECONDS, REQUEUE_DELAY_SECONDS)
 
 
 def _proposal_or_errors(

@@ -13,6 +13,7 @@ from typing import Any
 
 from jobs.cluster_state import pod_set
 from jobs.models import EventType, JobRequest, WorkloadEvent, WorkloadRecord, WorkloadState
+from jobs.pace import EVICTION_DELAY_SECONDS, REQUEUE_DELAY_SECONDS
 from jobs.rollups import hour_of
 from jobs.whatif.proposal import DEFAULT_RUNTIME_SECONDS
 from queues.engine.experiment import workload_stream
@@ -23,10 +24,6 @@ from queues.engine.simulator import WorkloadRecord as Measured
 log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
-# A victim's quota stays taken this long while its job stops (a real cluster).
-EVICTION_DELAY_SECONDS = 30.0
-# Kueue queues parked workloads again about a second after capacity frees.
-REQUEUE_DELAY_SECONDS = 1.0
 # Events that end a run: the workload gives its quota back.
 RELEASES = (
     EventType.FINISHED,
@@ -449,6 +446,8 @@ def scenario_stream(scenario: Scenario) -> Stream:
     return Stream(
         build=lambda: workload_stream(scenario),
         count=scenario_size(scenario),
+        eviction_delay=scenario.timing.eviction_delay,
+        requeue_delay=scenario.timing.requeue_delay,
         notes=[
             "The scenario's workload stream (its explicit workloads and generated classes, "
             "with its seed) replays under both policies. A workload never admitted counts as "
