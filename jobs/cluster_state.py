@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -112,6 +112,16 @@ class ClusterState:
     pace: Pace
     # What work recorded here ran for, for runtimes nobody declared.
     runtimes: Runtimes
+    moment: datetime
+    _arrivals: list[Workload] | None = None
+
+    def expected_arrivals(self) -> list[Workload]:
+        """What may arrive next (read once): see ``expected_arrivals``."""
+        if self._arrivals is None:
+            self._arrivals = expected_arrivals(
+                self.moment, self.scheduler.policy, self.runtimes, self.pace
+            )
+        return self._arrivals
 
     def runtime_range(
         self, local_queue: str, cluster_queue: str, ran: float = 0.0
@@ -169,4 +179,60 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
         scheduler.add(workload)
         if row.pk in job_of:
             jobs[workload.key] = job_of[row.pk]
-    return ClusterState(scheduler, jobs, pace, runtimes)
+    return ClusterState(scheduler, jobs, pace, runtimes, moment)
+
+
+# The past stretch whose arrivals are expected again over the next one.
+ARRIVALS_WINDOW = timedelta(hours=1)
+
+
+def expected_arrivals(
+    moment: datetime, policy: Policy, runtimes: Runtimes, pace: Pace
+) -> list[Workload]:
+    """The workloads created in the hour before ``moment`` once more, an hour
+    later (on a cluster younger than that, what it has seen, shifted by its
+    age): what the next hour may bring, for the pessimistic end of a start
+    estimate. Each runs as long as it did, else as declared, else for what
+    similar work ran."""
+    # A cluster younger than the window repeats what it has seen, as often.
+    first = WorkloadRecord.objects.order_by("created_at").values_list("created_at", flat=True)
+    oldest = first.first()
+    span = min(ARRIVALS_WINDOW, moment - oldest) if oldest is not None else ARRIVALS_WINDOW
+    if span <= timedelta(0):
+        return []
+    rows = list(
+        WorkloadRecord.objects.filter(
+            created_at__gte=moment - span,
+            created_at__lt=moment,
+            cluster_queue__in=list(policy.cluster_queues),
+        ).order_by("created_at", "id")
+    )
+    declared: dict[int, float] = {}
+    for workload_id, expected, limit in JobRequest.objects.filter(
+        workload__in=[row.pk for row in rows]
+    ).values_list("workload_id", "expected_runtime_seconds", "max_runtime_seconds"):
+        seconds = expected or limit
+        if seconds:
+            declared[workload_id] = pace.wall(float(seconds))
+    arrivals = []
+    for row in rows:
+        runtime: float | None = declared.get(row.pk)
+        if row.admitted_at is not None and row.finished_at is not None:
+            runtime = max(0.0, (row.finished_at - row.admitted_at).total_seconds())
+        arrivals.append(
+            Workload(
+                name=f"{row.name}.next",
+                namespace=row.namespace,
+                cluster_queue=row.cluster_queue,
+                pod_sets=tuple(pod_set(p) for p in row.pod_sets),
+                priority=row.priority,
+                creation_time=(row.created_at + span).timestamp(),
+                runtime=runtime,
+                runtime_range=(
+                    runtimes.range_for(row.local_queue, row.cluster_queue)
+                    if runtime is None
+                    else None
+                ),
+            )
+        )
+    return arrivals

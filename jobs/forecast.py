@@ -226,7 +226,11 @@ def _forecast(state: ClusterState, key: str, *, estimate: bool) -> Forecast:
         )
     assignment = scheduler.assign(workload)
     flavors = assignment.flavors() if assignment.mode is not Mode.NO_FIT else {}
-    start = estimate_start(scheduler, key, pace=_engine_pace(state)) if estimate else None
+    start = (
+        estimate_start(scheduler, key, pace=_engine_pace(state), arrivals=state.expected_arrivals())
+        if estimate
+        else None
+    )
     # NO_CANDIDATES also ranks between NoFit and Fit, but nothing may be preempted.
     needs_preemption = assignment.mode in (Mode.PREEMPT, Mode.RECLAIM)
     victims = _victims(scheduler, key) if needs_preemption else []
@@ -279,7 +283,9 @@ def refresh_pending_forecasts(now: datetime | None = None) -> int:
     moment = now or timezone.now()
     state = cluster_state(moment)
     scheduler = state.scheduler
-    estimates = estimate_all(scheduler, moment.timestamp(), pace=_engine_pace(state))
+    estimates = estimate_all(
+        scheduler, moment.timestamp(), pace=_engine_pace(state), arrivals=state.expected_arrivals()
+    )
     ids = {
         f"{ns}/{name}": pk
         for pk, ns, name in WorkloadRecord.objects.filter(

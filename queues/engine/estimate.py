@@ -6,7 +6,10 @@ far end of ``runtime_range``); the earliest lets each running workload finish
 in ``optimism`` of what it has left (default half) and those without a
 declared runtime take their short one. Pending workloads ahead of it run for
 their declared runtime, else their range's end of the run; with neither they
-run forever. New arrivals are not foreseen.
+run forever. The earliest run foresees no new arrivals; the latest one plays
+``arrivals`` (work expected to come, say the last hour's again), which may
+take capacity first: a higher priority, or, under BestEffortFIFO, smaller
+work that fits while it does not.
 
 ``requeue_delay`` and ``eviction_delay`` are the cluster's (see
 ``Simulator``): a real Kueue's second and 30 s by default.
@@ -17,6 +20,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from queues.engine.model import Workload
@@ -57,11 +61,18 @@ def _first_admissions(
     factor: float,
     pace: Pace,
     until: str | None = None,
+    arrivals: Sequence[Workload] = (),
 ) -> dict[str, float | None]:
     """When each workload is first admitted if the state runs forward from now;
     with ``until``, stop once that one is. ``factor`` 1 is the latest run."""
     early = factor < 1.0
     stream = []
+    for arrival in arrivals if not early else ():
+        if arrival.key in scheduler.workloads or arrival.creation_time < now:
+            continue
+        copied = copy.deepcopy(arrival)
+        copied.runtime = _runtime(arrival, early)
+        stream.append((copied, "arrival"))
     for workload in scheduler.workloads.values():
         copied = copy.deepcopy(workload)
         declared = copied.runtime is not None
@@ -87,6 +98,7 @@ def _first_admissions(
     return {
         key: None if record.first_admitted in (None, NEVER) else record.first_admitted
         for key, record in result.records.items()
+        if key in scheduler.workloads
     }
 
 
@@ -97,6 +109,7 @@ def estimate_start(
     *,
     optimism: float = 0.5,
     pace: Pace = Pace(),
+    arrivals: Sequence[Workload] = (),
 ) -> StartEstimate:
     """An (earliest, latest) start time for pending workload ``key``."""
     when = scheduler.now if now is None else now
@@ -106,7 +119,7 @@ def estimate_start(
         return StartEstimate(started, started)
     return StartEstimate(
         _first_admissions(scheduler, when, optimism, pace, until=key).get(key),
-        _first_admissions(scheduler, when, 1.0, pace, until=key).get(key),
+        _first_admissions(scheduler, when, 1.0, pace, until=key, arrivals=arrivals).get(key),
     )
 
 
@@ -116,6 +129,7 @@ def estimate_all(
     *,
     optimism: float = 0.5,
     pace: Pace = Pace(),
+    arrivals: Sequence[Workload] = (),
 ) -> dict[str, StartEstimate]:
     """Start estimates for every pending workload at once: two forward runs of
     the whole state, not two per workload."""
@@ -124,5 +138,5 @@ def estimate_all(
     if not pending:
         return {}
     early = _first_admissions(scheduler, when, optimism, pace)
-    late = _first_admissions(scheduler, when, 1.0, pace)
+    late = _first_admissions(scheduler, when, 1.0, pace, arrivals=arrivals)
     return {key: StartEstimate(early.get(key), late.get(key)) for key in pending}

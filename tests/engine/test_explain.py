@@ -238,3 +238,36 @@ def test_a_workload_with_no_declared_runtime_is_played_at_both_ends_of_its_range
     # On a cluster that requeues at once (the simulated one), no second.
     at_once = estimate_start(scheduler, "default/next", pace=Pace(0.0, 0.0))
     assert (at_once.earliest, at_once.latest) == (500.0, 3000.0)
+
+
+def test_the_latest_start_foresees_the_expected_arrivals_the_earliest_does_not() -> None:
+    from queues.engine.estimate import Pace, estimate_start
+    from queues.engine.model import PodSet, Workload
+
+    alone = {k: v for k, v in queue("a", 8).items() if k != "cohortName"}
+    scheduler = scheduled(
+        [
+            gpus("first", "a", 4, runtime=100, creationTime=0),
+            gpus("second", "a", 4, runtime=200, creationTime=0),
+            gpus("big", "a", 8, runtime=100, creationTime=1),
+        ],
+        alone,
+    )
+    scheduler.now = 0.0
+    pace = Pace(0.0, 0.0)
+    alone_estimate = estimate_start(scheduler, "default/big", pace=pace)
+    assert (alone_estimate.earliest, alone_estimate.latest) == (100.0, 200.0)
+    # Smaller work expected at 50 takes each half as it frees, ahead of "big",
+    # which does not fit half (BestEffortFIFO): big starts when the last ends.
+    coming = [
+        Workload(
+            name=f"small-{i}",
+            cluster_queue="a",
+            pod_sets=(PodSet("main", 4, {GPU: 1}),),
+            creation_time=50.0 + i,
+            runtime=300.0,
+        )
+        for i in range(2)
+    ]
+    estimate = estimate_start(scheduler, "default/big", pace=pace, arrivals=coming)
+    assert (estimate.earliest, estimate.latest) == (100.0, 500.0)

@@ -139,3 +139,32 @@ def test_declared_runtimes_are_played_at_the_simulated_clusters_speed(
     # weighs pending work again in the step capacity frees (no second).
     assert forecast.earliest_start == now
     assert forecast.latest_start == now
+
+
+def test_the_last_hours_arrivals_are_expected_again_in_the_next(org: Org) -> None:
+    from jobs.cluster_state import cluster_state
+
+    now = timezone.now().replace(microsecond=0)
+    recorded("research", "done", created=now - timedelta(minutes=30), runtime=600)
+    recorded("research", "waiting", created=now - timedelta(minutes=10), admitted=False)
+    recorded("research", "older", created=now - timedelta(minutes=90), runtime=60)
+    expected = {w.name: w for w in cluster_state(now).expected_arrivals()}
+    assert set(expected) == {"done.next", "waiting.next"}
+    assert expected["done.next"].creation_time == (now + timedelta(minutes=30)).timestamp()
+    assert expected["done.next"].runtime == 600.0  # as long as it ran
+    # Not run yet, nothing declared: what research's work ran (the one finish here).
+    assert expected["waiting.next"].runtime is None
+    assert expected["waiting.next"].runtime_range is None  # too few runs to say
+
+
+def test_a_cluster_younger_than_an_hour_expects_what_it_has_seen_as_soon(org: Org) -> None:
+    from jobs.cluster_state import cluster_state
+
+    now = timezone.now().replace(microsecond=0)
+    recorded("research", "first", created=now - timedelta(minutes=20), runtime=600)
+    recorded("research", "then", created=now - timedelta(minutes=5), admitted=False)
+    expected = {w.name: w.creation_time for w in cluster_state(now).expected_arrivals()}
+    assert expected == {
+        "first.next": now.timestamp(),
+        "then.next": (now + timedelta(minutes=15)).timestamp(),
+    }
