@@ -39,6 +39,15 @@ class StartEstimate:
     def known(self) -> bool:
         return self.latest is not None
 
+    @classmethod
+    def between(cls, one: float | None, other: float | None) -> StartEstimate:
+        """The two runs' starts as a range. The optimistic run is not always
+        the earlier one: work ending sooner can let a bigger workload ahead in
+        first (and arrivals can take capacity it would have used otherwise)."""
+        if one is None or other is None:
+            return cls(one, other)
+        return cls(min(one, other), max(one, other))
+
 
 @dataclass(frozen=True)
 class Pace:
@@ -117,7 +126,7 @@ def estimate_start(
     if workload.admission is not None:
         started = workload.admitted_at if workload.admitted_at is not None else when
         return StartEstimate(started, started)
-    return StartEstimate(
+    return StartEstimate.between(
         _first_admissions(scheduler, when, optimism, pace, until=key).get(key),
         _first_admissions(scheduler, when, 1.0, pace, until=key, arrivals=arrivals).get(key),
     )
@@ -139,4 +148,4 @@ def estimate_all(
         return {}
     early = _first_admissions(scheduler, when, optimism, pace)
     late = _first_admissions(scheduler, when, 1.0, pace, arrivals=arrivals)
-    return {key: StartEstimate(early.get(key), late.get(key)) for key in pending}
+    return {key: StartEstimate.between(early.get(key), late.get(key)) for key in pending}

@@ -271,3 +271,10 @@ def test_the_latest_start_foresees_the_expected_arrivals_the_earliest_does_not()
     ]
     estimate = estimate_start(scheduler, "default/big", pace=pace, arrivals=coming)
     assert (estimate.earliest, estimate.latest) == (100.0, 500.0)
+
+
+def test_a_start_range_is_ordered_whichever_run_starts_it_first() -> None:
+    from queues.engine.estimate import StartEstimate
+
+    assert StartEstimate.between(8.0, 2.0) == StartEstimate(2.0, 8.0)
+    assert StartEstimate.between(2.0, None) == StartEstimate(2.0, None)
