@@ -232,6 +232,17 @@ def _priority(priority_class: str | None) -> int:
     return int(found.first() or 0)
 
 
+def _still(key: str) -> str:
+    """What sync last saw of a workload that never started."""
+    from jobs.models import WorkloadRecord
+
+    namespace, name = key.split("/", 1)
+    row = WorkloadRecord.objects.filter(namespace=namespace, name=name).first()
+    if row is None:
+        return "not recorded"
+    return f"{row.state} {row.requested} {row.reason}: {row.message[:160]}"
+
+
 def report(
     entries: list[Asked], end: datetime, step: float, seconds: float, verbose: bool = False
 ) -> None:
@@ -286,6 +297,8 @@ def report(
                     else "never"
                 )
             )
+            if e.admitted is None:
+                print(f"    {_still(e.workload)}")
     share = right / len(said_fits) if said_fits else None
     print(
         f"fits now: yes for {len(said_fits)} jobs, admitted within {2 * step:g} s: "
