@@ -69,9 +69,18 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
     preemptions cover everything that held quota."""
     everything = list(result.records.values())
     records = [r for r in everything if r.measured]
+    # Grouped once: a thousand queues over fifty thousand records otherwise.
+    by_queue: dict[str, list[WorkloadRecord]] = {}
+    lost_by_queue: dict[str, float] = {}
+    for record in everything:
+        lost_by_queue[record.cluster_queue] = (
+            lost_by_queue.get(record.cluster_queue, 0.0) + record.lost_gpu_seconds
+        )
+        if record.measured:
+            by_queue.setdefault(record.cluster_queue, []).append(record)
     queues: dict[str, Any] = {}
     for name, totals in result.totals.items():
-        members = [r for r in records if r.cluster_queue == name]
+        members = by_queue.get(name, [])
         resources: dict[str, Any] = {}
         for (flavor, resource), nominal in sorted(result.nominal[name].items()):
             fr = (flavor, resource)
@@ -94,13 +103,14 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
             "time_to_admission": wait_stats(members, result.end),
             "resource_seconds": resources,
             "preemptions": result.preemptions_by_queue.get(name, {}),
-            "lost_gpu_seconds": sum(
-                r.lost_gpu_seconds for r in everything if r.cluster_queue == name
-            ),
+            "lost_gpu_seconds": lost_by_queue.get(name, 0.0),
         }
+    by_class: dict[str, list[WorkloadRecord]] = {}
+    for record in records:
+        by_class.setdefault(record.workload_class, []).append(record)
     classes: dict[str, Any] = {}
-    for name in sorted({r.workload_class for r in records}):
-        members = [r for r in records if r.workload_class == name]
+    for name in sorted(by_class):
+        members = by_class[name]
         reasons: dict[str, int] = {}
         for record in members:
             for reason, count in record.preemptions_by_reason.items():
