@@ -65,12 +65,21 @@ class TickResult:
     admitted: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    # Deactivated for running past spec.maximumExecutionTimeSeconds.
+    timed_out: list[str] = field(default_factory=list)
+
+
+# Kueue's status field, spelled as its v1beta1 API spells it.
+PAST_EXECUTION = "accumulatedPastExexcutionTimeSeconds"
 
 
 class SimulatedKueue:
     """Kueue, the Job controller and the kubelet, for the simulated cluster.
     ``speedup`` compresses work, not time: timestamps stay real, and an
-    admitted job does ``speedup`` seconds of its declared runtime per second."""
+    admitted job does ``speedup`` seconds of its declared runtime per second.
+    A maximum execution time is work too: a workload admitted longer than
+    that in all (its past admissions counted, as Kueue does) is deactivated
+    with Kueue's reason, its quota freed and its job stopped."""
 
     def __init__(self, backend: SimulatedBackend, speedup: float = 1.0) -> None:
         self.backend = backend
@@ -263,6 +272,7 @@ class SimulatedKueue:
         }
         scheduler = Scheduler(policy, now=now)
         finished_now: list[dict[str, Any]] = []
+        timed_out: list[dict[str, Any]] = []
         answered: list[tuple[dict[str, Any], Workload]] = []
         for (namespace, _name), obj in sorted(stored.items()):
             if _finished(obj):
@@ -287,6 +297,11 @@ class SimulatedKueue:
                 if done + worked >= (workload.runtime or 0):
                     finished_now.append(obj)
                     continue
+                limit = obj["spec"].get("maximumExecutionTimeSeconds")
+                past = float((obj.get("status") or {}).get(PAST_EXECUTION, 0))
+                if limit is not None and past + worked >= float(limit):
+                    timed_out.append(obj)
+                    continue
             if workload.active:
                 scheduler.add(workload)
                 if workload.admission is not None and workload.check_states:
@@ -296,6 +311,15 @@ class SimulatedKueue:
         for obj in finished_now:
             self._finish(obj, now)
             result.finished.append(_key(obj))
+        for obj in timed_out:
+            self._deactivate(
+                obj,
+                f"The maximum execution time ({obj['spec']['maximumExecutionTimeSeconds']}s) "
+                "exceeded",
+                now,
+                reason="DeactivatedDueToMaximumExecutionTimeExceeded",
+            )
+            result.timed_out.append(_key(obj))
         cycles = run_cycles(scheduler, until_stable=True)
         for key, flavors in {**cycles.admitted, **cycles.reserved}.items():
             self._admit(stored[_split(key)], scheduler.workloads[key], flavors, now)
@@ -428,14 +452,20 @@ class SimulatedKueue:
             else:
                 self._evict(obj, "AdmissionCheck", message, now)
 
-    def _deactivate(self, obj: Mapping[str, Any], message: str, now: float) -> None:
+    def _deactivate(
+        self,
+        obj: Mapping[str, Any],
+        message: str,
+        now: float,
+        reason: str = "DeactivatedDueToAdmissionCheck",
+    ) -> None:
         body = self._refresh(obj)
         body["spec"]["active"] = False
         status = body.setdefault("status", {})
         status.pop("admission", None)
-        set_condition(
-            body, condition("Evicted", True, "DeactivatedDueToAdmissionCheck", message, now)
-        )
+        status.pop(PAST_EXECUTION, None)  # Kueue clears it as it deactivates
+        body["metadata"].setdefault("annotations", {}).pop(STARTED, None)
+        set_condition(body, condition("Evicted", True, reason, message, now))
         set_condition(body, condition("QuotaReserved", False, "Inactive", message, now))
         set_condition(
             body,
@@ -452,6 +482,9 @@ class SimulatedKueue:
         interval = float(annotations.get(CHECKPOINT, 0) or 0)
         annotations[DONE] = str(int(progress // interval * interval) if interval else 0)
         status = body.setdefault("status", {})
+        if status.get("admission"):  # the time it ran counts towards its maximum
+            ran = max(0.0, now - started) * self.speedup
+            status[PAST_EXECUTION] = int(float(status.get(PAST_EXECUTION, 0)) + ran)
         status.pop("admission", None)
         # Kueue keeps the checks and resets them to Pending: asked again next time.
         if status.get("admissionChecks"):

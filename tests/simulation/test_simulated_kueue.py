@@ -295,3 +295,42 @@ def test_step_adds_nodes_and_ticks_and_skips_while_another_step_runs(
         release.set()
         other.join()
     assert step(load=False) is not None
+
+
+def test_a_job_past_its_maximum_execution_time_is_deactivated_counting_past_admissions(
+    backend: SimulatedBackend,
+) -> None:
+    """Kueue's maximumExecutionTimeSeconds (from the job's
+    kueue.x-k8s.io/max-exec-time-seconds label, which Berth renders from
+    max_runtime_seconds): admitted time, past admissions included, in the
+    simulated cluster's work; past it the workload is deactivated with
+    Kueue's reason, its quota freed and its job stopped."""
+    kueue = SimulatedKueue(backend, SPEEDUP)
+    capped = job("team-a", "capped", "main", 8, runtime=3600, priority_class="low")
+    capped["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "1800"
+    backend.create(capped)
+    t0 = float(int(time.time()))  # the start annotation keeps whole seconds
+    kueue.tick(t0)
+    assert workload(backend, "capped")["spec"]["maximumExecutionTimeSeconds"] == 1800
+    # 10 s (600 s of work), then preempted: 600 s count towards its 1800.
+    backend.create(job("team-a", "urgent", "main", 8, runtime=60, priority_class="high"))
+    assert kueue.tick(t0 + 10).preempted == ["team-a/job-capped"]
+    evicted = workload(backend, "capped")
+    assert evicted["status"]["accumulatedPastExexcutionTimeSeconds"] == 600
+    # urgent, admitted as it preempts, runs 1 s; capped is admitted again then.
+    assert kueue.tick(t0 + 11).admitted == ["team-a/job-capped"]
+    # 1200 s of work left to its maximum: 20 real seconds.
+    assert kueue.tick(t0 + 30).timed_out == []
+    result = kueue.tick(t0 + 31)
+    assert result.timed_out == ["team-a/job-capped"] and result.finished == []
+    stopped = workload(backend, "capped")
+    assert stopped["spec"]["active"] is False
+    assert conditions(stopped)["Evicted"] == (
+        "True",
+        "DeactivatedDueToMaximumExecutionTimeExceeded",
+    )
+    assert "admission" not in stopped["status"]
+    capped_job = backend.get(TYPES["Job"], "capped", "team-a")
+    assert capped_job is not None and capped_job["spec"]["suspend"] is True
+    kueue.tick(t0 + 32)
+    assert gpu_usage(backend) == "0"
