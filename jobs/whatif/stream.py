@@ -298,6 +298,8 @@ def recorded_stream(
             creation_time=(row.created_at - start).total_seconds(),
             runtime=runtime,
             checkpoint_interval=wall(float(job.checkpoint)) if job.checkpoint else None,
+            # Kueue deactivates it past its max runtime (the job's max-exec-time label).
+            max_execution_time=wall(float(job.limit)) if job.limit else None,
             **extra,
         )
 

@@ -99,6 +99,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         queues[name] = {
             "workloads": len(members),
             "finished": sum(1 for r in members if r.finished is not None),
+            "timed_out": sum(1 for r in members if r.timed_out is not None),
             "never_admitted": sum(1 for r in members if r.censored_wait(result.end)[1]),
             "time_to_admission": wait_stats(members, result.end),
             "resource_seconds": resources,
@@ -132,6 +133,7 @@ def summarize(result: SimulationResult) -> dict[str, Any]:
         "livelocks": result.livelocks,
         "time_to_admission": wait_stats(records, result.end),
         "never_admitted": sum(1 for r in records if r.censored_wait(result.end)[1]),
+        "timed_out": sum(1 for r in records if r.timed_out is not None),
         "preemptions": dict(sorted(result.preemptions_by_reason.items())),
         "lost_gpu_seconds": sum(r.lost_gpu_seconds for r in everything),
         "cluster_queues": queues,

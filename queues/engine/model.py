@@ -182,6 +182,10 @@ class Workload:
     # from what similar work took (start estimates play both ends).
     runtime_range: tuple[float, float] | None = None
     checkpoint_interval: float | None = None
+    # Kueue's maximumExecutionTimeSeconds: admitted longer than this in all
+    # (``past_execution`` is what earlier admissions used) and it is deactivated.
+    max_execution_time: float | None = None
+    past_execution: float = 0.0
     # Quota held: which flavor each pod set's resources use (None: pending).
     admission: Assignment | None = None
     admitted_at: float | None = None

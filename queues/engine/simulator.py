@@ -37,13 +37,14 @@ from queues.engine.model import CheckState, FlavorResource, Policy, Workload
 from queues.engine.quota import Node
 from queues.engine.scheduler import CycleResult, Scheduler
 
-ARRIVE, FINISH, UNPARK, CHECK, RETRY, RELEASE = (
+ARRIVE, FINISH, UNPARK, CHECK, RETRY, RELEASE, TIMEOUT = (
     "arrive",
     "finish",
     "unpark",
     "check",
     "retry",
     "release",
+    "timeout",
 )
 
 
@@ -67,6 +68,8 @@ class WorkloadRecord:
     lost_gpu_seconds: float = 0.0
     # False for context: work already there when the clock started, not measured.
     measured: bool = True
+    # When it was deactivated for running past its maximum execution time.
+    timed_out: float | None = None
 
     @property
     def wait(self) -> float | None:
@@ -276,9 +279,12 @@ class Simulator:
             workload: Workload = payload
             self.scheduler.add(workload)
             if workload.admission is not None:  # a snapshot: already running
-                if workload.admitted_at is not None and workload.runtime is not None:
-                    elapsed = min(workload.runtime, max(0.0, now - workload.admitted_at))
-                    workload.work_done = max(workload.work_done, elapsed)
+                if workload.admitted_at is not None:
+                    ran = max(0.0, now - workload.admitted_at)
+                    workload.past_execution += ran  # admitted since then: it counts
+                    if workload.runtime is not None:
+                        elapsed = min(workload.runtime, ran)
+                        workload.work_done = max(workload.work_done, elapsed)
                 self.records[workload.key].first_admitted = workload.admitted_at
                 self._started(workload, now)
         elif kind == FINISH:
@@ -290,6 +296,15 @@ class Simulator:
             self.finished += 1
             if self.progress is not None and self.horizon is None:
                 self.progress(self.finished, self.total)
+        elif kind == TIMEOUT:
+            key, generation = payload
+            if self._generation.get(key) != generation:
+                return  # evicted or finished since
+            self._generation[key] = generation + 1  # its completion is cancelled
+            self._run_started.pop(key, None)
+            # Kueue deactivates it: it frees its quota and is not queued again.
+            self.scheduler.finish(key)
+            self.records[key].timed_out = now
         elif kind == UNPARK:
             self._unpark_due = None
             self.scheduler.apply_unpark_requests()
@@ -373,6 +388,11 @@ class Simulator:
         self._generation[workload.key] = generation
         self._run_started[workload.key] = now
         remaining = max(0.0, (workload.runtime or 0.0) - workload.work_done)
+        if workload.max_execution_time is not None:
+            allowed = max(0.0, workload.max_execution_time - workload.past_execution)
+            if allowed < remaining:
+                self._push(now + allowed, TIMEOUT, (workload.key, generation))
+                return
         if math.isfinite(remaining):  # a workload that runs forever never finishes
             self._push(now + remaining, FINISH, (workload.key, generation))
 
@@ -391,6 +411,7 @@ class Simulator:
         self._generation[key] = self._generation.get(key, 0) + 1  # cancel its completion
         if started is None:
             return
+        workload.past_execution += now - started  # counts towards its maximum
         progress = workload.work_done + (now - started)
         interval = workload.checkpoint_interval
         saved = math.floor(progress / interval) * interval if interval else 0.0

@@ -22,6 +22,7 @@ WORKLOAD_FIELDS = (
     "creationTime",
     "runtime",
     "checkpointInterval",
+    "maximumExecutionTimeSeconds",
     "podSets",
     "admission",
     "admittedAt",
@@ -256,6 +257,9 @@ def parse_workload(
         runtime=read_seconds(reader, f"{path}.runtime", spec.get("runtime")),
         checkpoint_interval=read_seconds(
             reader, f"{path}.checkpointInterval", spec.get("checkpointInterval")
+        ),
+        max_execution_time=read_seconds(
+            reader, f"{path}.maximumExecutionTimeSeconds", spec.get("maximumExecutionTimeSeconds")
         ),
         admission=admission,
         admitted_at=admitted_at if admission is not None else None,

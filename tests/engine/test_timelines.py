@@ -9,6 +9,7 @@ plus:
     expect:
       admittedAt: {wl: seconds}        # first admission, on the scenario's clock
       neverAdmitted: [wl, ...]
+      timedOutAt: {wl: seconds}        # deactivated past its maximum execution time
       estimate: {workload: wl, at: seconds, earliest: s, latest: s}
                                        # the estimate from the scenario's state at ``at``
 """
@@ -45,6 +46,9 @@ def test_timeline(path: Path) -> None:
         assert first[name] == pytest.approx(at), (name, first)
     for name in expect.get("neverAdmitted") or []:
         assert first[name] is None, (name, first)
+    for name, at in (expect.get("timedOutAt") or {}).items():
+        record = result.records[f"default/{name}"]
+        assert record.timed_out == pytest.approx(at) and record.finished is None, (name, record)
     wanted = expect.get("estimate")
     if wanted:
         scheduler = scheduler_for(scenario)

@@ -128,6 +128,11 @@ class Command(BaseCommand):
                 if summary["livelocks"]
                 else ""
             )
+            + (
+                f"; {summary['timed_out']} deactivated past their maximum execution time"
+                if summary.get("timed_out")
+                else ""
+            )
         )
         widths = [
             max(len(HEADER[i]), *(len(r[i]) for r in summary_rows(summary)))
