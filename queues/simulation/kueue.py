@@ -37,6 +37,7 @@ from queues.simulation.job_kinds import (
     kind_of,
     set_condition,
 )
+from queues.simulation.queue_status import cluster_queue_status, finished, local_queue_status
 
 log = logging.getLogger(__name__)
 
@@ -262,9 +263,15 @@ class SimulatedKueue:
         policy = self._policy()
         if policy is None:
             return result
+        local_queue_objects = self.backend.list(TYPES["LocalQueue"])[0]
         local_queues = {
             (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
-            for q in self.backend.list(TYPES["LocalQueue"])[0]
+            for q in local_queue_objects
+        }
+        stopped = {
+            (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["stopPolicy"]
+            for q in local_queue_objects
+            if q["spec"].get("stopPolicy", "None") != "None"
         }
         stored = {
             (w["metadata"]["namespace"], w["metadata"]["name"]): w
@@ -275,7 +282,7 @@ class SimulatedKueue:
         timed_out: list[dict[str, Any]] = []
         answered: list[tuple[dict[str, Any], Workload]] = []
         for (namespace, _name), obj in sorted(stored.items()):
-            if _finished(obj):
+            if finished(obj):
                 continue
             queue = local_queues.get((namespace, obj["spec"].get("queueName", "")))
             if queue is None or queue not in policy.cluster_queues:
@@ -287,6 +294,9 @@ class SimulatedKueue:
                 )
                 continue
             workload = self._engine_workload(obj, queue, now)
+            stop = stopped.get((namespace, obj["spec"].get("queueName", "")))
+            if stop is not None and self._held(obj, workload, stop, now):
+                continue
             if (
                 workload.admission is not None
                 and workload.admitted_at is not None
@@ -339,8 +349,8 @@ class SimulatedKueue:
                 waiting = stored.get(_split(key))
                 if waiting is not None and not (waiting.get("status") or {}).get("admission"):
                     self._pending(waiting, "Pending", pending.message, now)
-        self._queue_status(scheduler, now)
-        self._local_queue_status(stored, now)
+        cluster_queue_status(self.backend, self._write, scheduler, now)
+        local_queue_status(self.backend, self._write, stored, now)
         return result
 
     # --------------------------------------------------------------- writes
@@ -366,6 +376,25 @@ class SimulatedKueue:
         metadata = obj["metadata"]
         current = self.backend.get(TYPES[obj["kind"]], metadata["name"], metadata.get("namespace"))
         return copy.deepcopy(current if current is not None else dict(obj))
+
+    def _held(self, obj: Mapping[str, Any], workload: Workload, stop: str, now: float) -> bool:
+        """A workload of a stopped LocalQueue, as Kueue's workload controller
+        treats it: admitted, it runs on under Hold and is evicted under
+        HoldAndDrain; otherwise it is inadmissible (any reservation dropped).
+        True when the scheduler must not see it."""
+        queue = obj["spec"].get("queueName", "")
+        if workload.is_admitted and workload.admitted_at is not None:
+            if stop != "HoldAndDrain":
+                return False
+            self._evict(obj, "LocalQueueStopped", "The LocalQueue is stopped", now, preempted=False)
+            return True
+        if (obj.get("status") or {}).get("admission"):
+            body = self._refresh(obj)
+            body["status"].pop("admission", None)
+            self._write(body)
+            obj = body
+        self._pending(obj, "Inadmissible", f"LocalQueue {queue} is stopped", now)
+        return True
 
     def _pending(self, obj: Mapping[str, Any], reason: str, message: str, now: float) -> None:
         body = self._refresh(obj)
@@ -474,7 +503,17 @@ class SimulatedKueue:
         self._write(body)
         self._set_job_suspended(body, True, now)
 
-    def _evict(self, obj: Mapping[str, Any], reason: str, message: str, now: float) -> None:
+    def _evict(
+        self,
+        obj: Mapping[str, Any],
+        reason: str,
+        message: str,
+        now: float,
+        *,
+        preempted: bool = True,
+    ) -> None:
+        """Evict a workload: by preemption (``reason`` is the preemption's), or,
+        with ``preempted`` False, for ``reason`` itself (a stopped queue)."""
         body = self._refresh(obj)
         annotations = body["metadata"].setdefault("annotations", {})
         started = epoch(annotations.pop(STARTED, None), now)
@@ -491,14 +530,19 @@ class SimulatedKueue:
             status["admissionChecks"] = _reset_checks(
                 status, {c["name"]: CheckState.PENDING for c in status["admissionChecks"]}, now
             )
-        set_condition(body, condition("Evicted", True, "Preempted", message, now))
-        set_condition(body, condition("Preempted", True, reason, message, now))
+        set_condition(
+            body, condition("Evicted", True, "Preempted" if preempted else reason, message, now)
+        )
+        if preempted:
+            set_condition(body, condition("Preempted", True, reason, message, now))
         set_condition(body, condition("QuotaReserved", False, "Pending", message, now))
         set_condition(
             body,
             condition("Admitted", False, "NoReservation", "The workload has no reservation", now),
         )
-        set_condition(body, condition("Requeued", True, "Preempted", message, now))
+        set_condition(
+            body, condition("Requeued", True, "Preempted" if preempted else reason, message, now)
+        )
         self._set_job_suspended(body, True, now)
         self._write(body)
 
@@ -530,70 +574,6 @@ class SimulatedKueue:
             if kind.suspended(job) != suspended:
                 kind.set_suspended(job, suspended, now)
                 self._write(job)
-
-    def _queue_status(self, scheduler: Scheduler, now: float) -> None:
-        """Kueue-like status on every ClusterQueue and LocalQueue."""
-        for name, node in scheduler.tree.queues.items():
-            obj = self.backend.get(TYPES["ClusterQueue"], name)
-            if obj is None:
-                continue
-            flavors: dict[str, list[dict[str, Any]]] = {}
-            for (flavor, resource), quota in sorted(node.quotas.items()):
-                used = node.usage.get((flavor, resource), 0)
-                flavors.setdefault(flavor, []).append(
-                    {
-                        "name": resource,
-                        "total": format_canonical(resource, used),
-                        "borrowed": format_canonical(resource, max(0, used - quota.nominal)),
-                    }
-                )
-            holders = scheduler.reserved.get(name, {})
-            status = {
-                "pendingWorkloads": len(scheduler.queues[name]),
-                "reservingWorkloads": len(holders),
-                "admittedWorkloads": sum(1 for w in holders.values() if w.is_admitted),
-                "flavorsReservation": [{"name": f, "resources": r} for f, r in flavors.items()],
-                "flavorsUsage": [{"name": f, "resources": r} for f, r in flavors.items()],
-            }
-            if {k: v for k, v in (obj.get("status") or {}).items() if k != "conditions"} != status:
-                body = copy.deepcopy(obj)
-                body["status"] = {**(obj.get("status") or {}), **status}
-                set_condition(
-                    body, condition("Active", True, "Ready", "Can admit new workloads", now)
-                )
-                self._write(body)
-
-    def _local_queue_status(
-        self, workloads: Mapping[tuple[str, str], Mapping[str, Any]], now: float
-    ) -> None:
-        counts: dict[tuple[str, str], dict[str, int]] = {}
-        for (namespace, _), obj in workloads.items():
-            if _finished(obj):
-                continue
-            key = (namespace, obj["spec"].get("queueName", ""))
-            entry = counts.setdefault(
-                key, {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
-            )
-            current = self.backend.get(TYPES["Workload"], obj["metadata"]["name"], namespace)
-            status = (current or obj).get("status") or {}
-            if status.get("admission"):
-                entry["reservingWorkloads"] += 1
-                if any(
-                    c["type"] == "Admitted" and c["status"] == "True"
-                    for c in status.get("conditions", [])
-                ):
-                    entry["admittedWorkloads"] += 1
-            else:
-                entry["pendingWorkloads"] += 1
-        for queue in self.backend.list(TYPES["LocalQueue"])[0]:
-            key = (queue["metadata"]["namespace"], queue["metadata"]["name"])
-            status = counts.get(
-                key, {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
-            )
-            if {k: (queue.get("status") or {}).get(k) for k in status} != status:
-                body = copy.deepcopy(queue)
-                body["status"] = {**(queue.get("status") or {}), **status}
-                self._write(body)
 
 
 def _true(obj: Mapping[str, Any], kind: str) -> bool:
@@ -628,13 +608,6 @@ def _key(obj: Mapping[str, Any]) -> str:
 def _split(key: str) -> tuple[str, str]:
     namespace, _, name = key.partition("/")
     return namespace, name
-
-
-def _finished(obj: Mapping[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Finished" and c.get("status") == "True"
-        for c in (obj.get("status") or {}).get("conditions", [])
-    )
 
 
 def _kueue_preemption_message(

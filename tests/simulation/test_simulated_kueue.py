@@ -334,3 +334,53 @@ def test_a_job_past_its_maximum_execution_time_is_deactivated_counting_past_admi
     assert capped_job is not None and capped_job["spec"]["suspend"] is True
     kueue.tick(t0 + 32)
     assert gpu_usage(backend) == "0"
+
+
+def stop_local_queue(backend: SimulatedBackend, policy: str) -> None:
+    queue = backend.get(TYPES["LocalQueue"], "main", "team-a")
+    assert queue is not None
+    queue["spec"]["stopPolicy"] = policy
+    backend.replace(queue)
+
+
+def test_a_held_local_queue_admits_nothing_new_and_lets_running_work_finish(
+    backend: SimulatedBackend,
+) -> None:
+    kueue = SimulatedKueue(backend, SPEEDUP)
+    backend.create(job("team-a", "running", "main", 4, runtime=600))
+    t0 = time.time()
+    kueue.tick(t0)
+    stop_local_queue(backend, "Hold")
+    backend.create(job("team-a", "later", "main", 4, runtime=600))
+    assert kueue.tick(t0 + 1).admitted == []
+    waiting = workload(backend, "later")
+    assert conditions(waiting)["QuotaReserved"] == ("False", "Inadmissible")
+    assert any(
+        c["message"] == "LocalQueue main is stopped" for c in waiting["status"]["conditions"]
+    )
+    assert conditions(workload(backend, "running"))["Admitted"] == ("True", "Admitted")
+    assert kueue.tick(t0 + 10).finished == ["team-a/job-running"]
+    stop_local_queue(backend, "None")
+    assert kueue.tick(t0 + 11).admitted == ["team-a/job-later"]
+
+
+def test_draining_a_local_queue_evicts_its_running_work_until_it_restarts(
+    backend: SimulatedBackend,
+) -> None:
+    kueue = SimulatedKueue(backend, SPEEDUP)
+    backend.create(job("team-a", "running", "main", 8, runtime=6000))
+    t0 = time.time()
+    kueue.tick(t0)
+    stop_local_queue(backend, "HoldAndDrain")
+    kueue.tick(t0 + 1)
+    evicted = workload(backend, "running")
+    assert conditions(evicted)["Evicted"] == ("True", "LocalQueueStopped")
+    assert "Preempted" not in conditions(evicted)
+    assert "admission" not in evicted["status"]
+    running = backend.get(TYPES["Job"], "running", "team-a")
+    assert running is not None and running["spec"]["suspend"] is True
+    kueue.tick(t0 + 2)
+    assert gpu_usage(backend) == "0"
+    assert conditions(workload(backend, "running"))["QuotaReserved"] == ("False", "Inadmissible")
+    stop_local_queue(backend, "None")
+    assert kueue.tick(t0 + 3).admitted == ["team-a/job-running"]
