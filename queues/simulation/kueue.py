@@ -38,6 +38,7 @@ from queues.simulation.job_kinds import (
     set_condition,
 )
 from queues.simulation.queue_status import cluster_queue_status, finished, local_queue_status
+from queues.simulation.selectors import selects
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +269,14 @@ class SimulatedKueue:
             (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
             for q in local_queue_objects
         }
+        namespace_labels = {
+            n["metadata"]["name"]: n["metadata"].get("labels") or {}
+            for n in self.backend.list(TYPES["Namespace"])[0]
+        }
+        selectors = {
+            q["metadata"]["name"]: q["spec"].get("namespaceSelector")
+            for q in self.backend.list(TYPES["ClusterQueue"])[0]
+        }
         stopped = {
             (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["stopPolicy"]
             for q in local_queue_objects
@@ -296,6 +305,17 @@ class SimulatedKueue:
             workload = self._engine_workload(obj, queue, now)
             stop = stopped.get((namespace, obj["spec"].get("queueName", "")))
             if stop is not None and self._held(obj, workload, stop, now):
+                continue
+            if workload.admission is None and not selects(
+                selectors.get(queue), namespace_labels.get(namespace, {})
+            ):
+                # Kueue's workload controller: inadmissible until the labels match.
+                self._pending(
+                    obj,
+                    "Inadmissible",
+                    "Workload namespace doesn't match ClusterQueue selector",
+                    now,
+                )
                 continue
             if (
                 workload.admission is not None

@@ -384,3 +384,27 @@ def test_draining_a_local_queue_evicts_its_running_work_until_it_restarts(
     assert conditions(workload(backend, "running"))["QuotaReserved"] == ("False", "Inadmissible")
     stop_local_queue(backend, "None")
     assert kueue.tick(t0 + 3).admitted == ["team-a/job-running"]
+
+
+def test_a_namespace_the_cluster_queue_does_not_select_waits_until_it_is_labelled(
+    backend: SimulatedBackend,
+) -> None:
+    queue = backend.get(TYPES["ClusterQueue"], "team-a")
+    assert queue is not None
+    queue["spec"]["namespaceSelector"] = {"matchLabels": {"berth.dev/team": "team-a"}}
+    backend.replace(queue)
+    kueue = SimulatedKueue(backend, SPEEDUP)
+    backend.create(job("team-a", "early", "main", 4, runtime=600))
+    now = time.time()
+    assert kueue.tick(now).admitted == []
+    waiting = workload(backend, "early")
+    assert conditions(waiting)["QuotaReserved"] == ("False", "Inadmissible")
+    assert any(
+        c["message"] == "Workload namespace doesn't match ClusterQueue selector"
+        for c in waiting["status"]["conditions"]
+    )
+    namespace = backend.get(TYPES["Namespace"], "team-a")
+    assert namespace is not None
+    namespace["metadata"]["labels"] = {"berth.dev/team": "team-a"}
+    backend.replace(namespace)
+    assert kueue.tick(now + 1).admitted == ["team-a/job-early"]
