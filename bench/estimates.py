@@ -240,7 +240,23 @@ def _still(key: str) -> str:
     row = WorkloadRecord.objects.filter(namespace=namespace, name=name).first()
     if row is None:
         return "not recorded"
-    return f"{row.state} {row.requested} {row.reason}: {row.message[:160]}"
+    from jobs.forecast import forecast_existing
+
+    now = forecast_now()
+    found = forecast_existing(key, now)
+    said = ""
+    if found is not None and found.earliest_start and found.latest_start:
+        said = (
+            f"; now Berth says +{(found.earliest_start - now).total_seconds():.0f}.."
+            f"+{(found.latest_start - now).total_seconds():.0f} s, position {found.position}"
+        )
+    return f"{row.state} {row.requested} {row.reason}: {row.message[:160]}{said}"
+
+
+def forecast_now() -> datetime:
+    from django.utils import timezone
+
+    return timezone.now()
 
 
 def report(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +18,7 @@ from django.utils import timezone
 from jobs.models import JobRequest, WorkloadRecord, WorkloadState
 from jobs.pace import Pace, cluster_pace
 from jobs.runtimes import Runtimes, recorded_runtimes
-from queues.engine.model import PodSet, Policy, Toleration, Workload
+from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
 from queues.engine.scenario import ScenarioError, parse
 from queues.engine.scheduler import Scheduler
 from queues.reconcile import desired_objects, policy_version
@@ -53,9 +53,9 @@ def policy_from_objects(objects: Iterable[Mapping[str, Any]]) -> Policy:
             "kind": obj["kind"],
             "metadata": {"name": obj["metadata"]["name"]},
         }
-        for field in ("spec", "value"):
-            if field in obj:
-                bare[field] = obj[field]
+        for part in ("spec", "value"):
+            if part in obj:
+                bare[part] = obj[part]
         document[key].append(bare)
     try:
         return parse(document, "the stored policy").policy
@@ -113,6 +113,8 @@ class ClusterState:
     # What work recorded here ran for, for runtimes nobody declared.
     runtimes: Runtimes
     moment: datetime
+    # Seconds until the admission checks of each workload waiting for them are due.
+    check_left: dict[str, float] = field(default_factory=dict)
     _arrivals: list[Workload] | None = None
 
     def expected_arrivals(self) -> list[Workload]:
@@ -150,6 +152,7 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
         declared[workload_id] = pace.wall(float(seconds)) if seconds else None
         job_of[workload_id] = job_id
     jobs: dict[str, int] = {}
+    check_left: dict[str, float] = {}
     rows = WorkloadRecord.objects.filter(state__in=LIVE).order_by("created_at", "id")
     for row in rows.iterator(chunk_size=2000):
         if row.cluster_queue not in policy.cluster_queues:
@@ -173,13 +176,30 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
             ),
             admission={k: dict(v) for k, v in row.flavors.items()} if holds else None,
             admitted_at=admitted_at,
+            check_states=_check_states(row) if holds else {},
             evicting=row.state == WorkloadState.EVICTED,
             evictions=row.evictions,
         )
         scheduler.add(workload)
         if row.pk in job_of:
             jobs[workload.key] = job_of[row.pk]
-    return ClusterState(scheduler, jobs, pace, runtimes, moment)
+        if holds and not workload.is_admitted:
+            # Waiting for its checks (an approval): answered by its deadline at the latest.
+            since = row.reserved_at or row.synced_at
+            due = since.timestamp() + pace.approval_timeout
+            check_left[workload.key] = max(0.0, due - moment.timestamp())
+    return ClusterState(scheduler, jobs, pace, runtimes, moment, check_left)
+
+
+def _check_states(row: WorkloadRecord) -> dict[str, CheckState]:
+    """The admission checks of a workload holding quota, as sync last saw them."""
+    states = {}
+    for name, check in (row.admission_checks or {}).items():
+        try:
+            states[str(name)] = CheckState(str((check or {}).get("state", "Pending")))
+        except ValueError:
+            states[str(name)] = CheckState.PENDING
+    return states
 
 
 # The past stretch whose arrivals are expected again over the next one.

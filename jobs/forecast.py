@@ -205,7 +205,12 @@ def _victims(scheduler: Scheduler, key: str) -> list[str]:
 
 
 def _engine_pace(state: ClusterState) -> EnginePace:
-    return EnginePace(state.pace.requeue_delay, state.pace.eviction_delay)
+    return EnginePace(
+        state.pace.requeue_delay,
+        state.pace.eviction_delay,
+        check_wait=state.pace.approval_timeout,
+        check_left=state.check_left,
+    )
 
 
 def _forecast(state: ClusterState, key: str, *, estimate: bool) -> Forecast:

@@ -25,6 +25,8 @@ class Pace(NamedTuple):
     speedup: float
     eviction_delay: float
     requeue_delay: float
+    # The longest an approval keeps a reservation waiting (then it expires).
+    approval_timeout: float = 0.0
 
     def wall(self, work_seconds: float) -> float:
         """How long ``work_seconds`` of declared runtime takes on this cluster."""
@@ -32,6 +34,7 @@ class Pace(NamedTuple):
 
 
 def cluster_pace() -> Pace:
+    timeout = float(settings.BERTH_APPROVAL_TIMEOUT)
     if settings.BERTH_CLUSTER == "simulated":
-        return Pace(float(settings.BERTH_SIMULATED_SPEEDUP), 0.0, 0.0)
-    return Pace(1.0, EVICTION_DELAY_SECONDS, REQUEUE_DELAY_SECONDS)
+        return Pace(float(settings.BERTH_SIMULATED_SPEEDUP), 0.0, 0.0, timeout)
+    return Pace(1.0, EVICTION_DELAY_SECONDS, REQUEUE_DELAY_SECONDS, timeout)

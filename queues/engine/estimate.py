@@ -12,7 +12,9 @@ take capacity first: a higher priority, or, under BestEffortFIFO, smaller
 work that fits while it does not.
 
 ``requeue_delay`` and ``eviction_delay`` are the cluster's (see
-``Simulator``): a real Kueue's second and 30 s by default.
+``Simulator``): a real Kueue's second and 30 s by default. Work holding quota
+while it waits for admission checks (an approval) is not running: the
+earliest run has them answered at once, the latest when they are due.
 
 Pure Python: no Django, no kubernetes client.
 """
@@ -20,8 +22,8 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from queues.engine.model import Workload
 from queues.engine.scheduler import Scheduler
@@ -53,6 +55,11 @@ class StartEstimate:
 class Pace:
     requeue_delay: float = 1.0
     eviction_delay: float = 30.0
+    # How long admission checks (an approval) may take before they are
+    # answered, for the latest run (the earliest has them answered at once);
+    # ``check_left`` overrides it per workload already waiting for them.
+    check_wait: float = 0.0
+    check_left: Mapping[str, float] = field(default_factory=dict)
 
 
 def _runtime(workload: Workload, early: bool) -> float:
@@ -86,7 +93,8 @@ def _first_admissions(
         copied = copy.deepcopy(workload)
         declared = copied.runtime is not None
         copied.runtime = _runtime(workload, early)
-        if copied.admission is not None and copied.admitted_at is not None:
+        # Running work (not work holding quota while its checks are pending).
+        if copied.is_admitted and copied.admission is not None and copied.admitted_at is not None:
             if copied.runtime != NEVER:
                 done = min(copied.runtime, max(0.0, now - copied.admitted_at) + copied.work_done)
                 # A declared runtime is shortened to the optimistic share of what is
@@ -102,6 +110,8 @@ def _first_admissions(
         until_admitted=until,
         requeue_delay=pace.requeue_delay,
         eviction_delay=pace.eviction_delay,
+        check_delay=0.0 if early else pace.check_wait,
+        check_delays=None if early else pace.check_left,
     )
     result = simulator.run()
     return {

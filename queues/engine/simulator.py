@@ -285,6 +285,11 @@ class Simulator:
                     if workload.runtime is not None:
                         elapsed = min(workload.runtime, ran)
                         workload.work_done = max(workload.work_done, elapsed)
+                if not workload.is_admitted:  # quota reserved, its checks not all Ready
+                    delay = self.check_delays.get(workload.key, self.check_delay)
+                    if math.isfinite(delay):
+                        self._push(now + max(0.0, delay), CHECK, workload.key)
+                    return
                 self.records[workload.key].first_admitted = workload.admitted_at
                 self._started(workload, now)
         elif kind == FINISH:

@@ -278,3 +278,29 @@ def test_a_start_range_is_ordered_whichever_run_starts_it_first() -> None:
 
     assert StartEstimate.between(8.0, 2.0) == StartEstimate(2.0, 8.0)
     assert StartEstimate.between(2.0, None) == StartEstimate(2.0, None)
+
+
+def test_work_waiting_for_an_approval_holds_its_quota_until_the_approval_is_due() -> None:
+    from queues.engine.estimate import Pace, estimate_start
+    from queues.engine.model import CheckState
+
+    gated = {k: v for k, v in queue("a", 8).items() if k != "cohortName"} | {
+        "admissionChecksStrategy": {"admissionChecks": [{"name": "berth-approval"}]}
+    }
+    scheduler = scheduled(
+        [
+            gpus("reserved", "a", 8, runtime=100, creationTime=0),
+            gpus("next", "a", 8, runtime=100, creationTime=1),
+        ],
+        gated,
+    )
+    scheduler.now = 0.0
+    reserved = scheduler.workloads["default/reserved"]
+    assert reserved.admission is not None
+    assert reserved.check_states == {"berth-approval": CheckState.PENDING}
+    # Earliest: approvals at once, "reserved" runs its whole 100 s (it has not
+    # started: no share of it is done). Latest: its approval is due in an hour,
+    # it runs 100 s, then "next" waits for its own approval, up to 4 h.
+    pace = Pace(0.0, 0.0, check_wait=4 * 3600.0, check_left={"default/reserved": 3600.0})
+    estimate = estimate_start(scheduler, "default/next", pace=pace)
+    assert (estimate.earliest, estimate.latest) == (100.0, 3700.0 + 4 * 3600.0)

@@ -168,3 +168,25 @@ def test_a_cluster_younger_than_an_hour_expects_what_it_has_seen_as_soon(org: Or
         "first.next": now.timestamp(),
         "then.next": (now + timedelta(minutes=15)).timestamp(),
     }
+
+
+def test_work_waiting_for_approval_is_not_running_and_is_due_by_its_deadline(
+    org: Org, settings: Any
+) -> None:
+    from jobs.cluster_state import cluster_state
+    from queues.engine.model import CheckState
+
+    settings.BERTH_APPROVAL_TIMEOUT = 4 * 3600
+    now = timezone.now().replace(microsecond=0)
+    row = recorded("research", "urgent", created=now - timedelta(hours=1), runtime=None)
+    row.state = W.QUOTA_RESERVED
+    row.flavors = {"main": {GPU: "h100"}}
+    row.admitted_at = None
+    row.reserved_at = now - timedelta(hours=1)
+    row.admission_checks = {"berth-approval": {"state": "Pending"}}
+    row.save()
+    state = cluster_state(now)
+    workload = state.scheduler.workloads["research/urgent"]
+    assert workload.admission is not None and not workload.is_admitted
+    assert workload.check_states == {"berth-approval": CheckState.PENDING}
+    assert state.check_left == {"research/urgent": 3 * 3600.0}  # reserved an hour ago

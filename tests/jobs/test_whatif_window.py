@@ -79,12 +79,12 @@ def test_runtimes_come_from_the_records_in_the_clusters_own_time(org: Org, setti
     assert not any("faster" in note for note in real.notes)
     # How each cluster runs, from the settings.
     settings.BERTH_CLUSTER, settings.BERTH_SIMULATED_SPEEDUP = "simulated", 60
-    assert whatif.runs.cluster_pace() == (60.0, 0.0, 0.0)
+    assert whatif.runs.cluster_pace()[:3] == (60.0, 0.0, 0.0)
     simulated = prepared().stream()
     assert (simulated.eviction_delay, simulated.requeue_delay) == (0.0, 0.0)
     assert runtimes(simulated)["queued"] == 30
     settings.BERTH_CLUSTER = "kubernetes"
-    assert whatif.runs.cluster_pace() == (1.0, 30.0, 1.0)
+    assert whatif.runs.cluster_pace()[:3] == (1.0, 30.0, 1.0)
 
 
 def test_work_running_when_the_window_opens_holds_its_quota_but_is_not_counted(org: Org) -> None:
