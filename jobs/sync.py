@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import (
+    TRANSITION_ORDER,
     EventType,
     SyncCursor,
     WorkloadEvent,
@@ -127,20 +128,6 @@ _CONDITION_EVENTS = {
     ("Evicted", "True"): EventType.EVICTED,
     ("Preempted", "True"): EventType.PREEMPTED,
     ("Requeued", "True"): EventType.REQUEUED,
-}
-
-
-# Within one second, the order transitions happen in.
-_RANK: dict[str, int] = {
-    EventType.CREATED: 0,
-    EventType.EVICTED: 1,
-    EventType.PREEMPTED: 2,
-    EventType.REQUEUED: 3,
-    EventType.QUOTA_RESERVED: 4,
-    EventType.CHECK_STATE: 5,
-    EventType.ADMITTED: 6,
-    EventType.FINISHED: 7,
-    EventType.FAILED: 7,
 }
 
 
@@ -272,7 +259,7 @@ def upsert_workload(
         if changed:
             record.save(update_fields=[*changed, "synced_at"])
         # In time order, so a rollup sees the requeue before the admission after it.
-        found = sorted(events_of(workload), key=lambda e: (e[1], _RANK.get(e[0], 9)))
+        found = sorted(events_of(workload), key=lambda e: (e[1], TRANSITION_ORDER.get(e[0], 9)))
         for event_type, at, event_reason, event_message, details in found:
             _add_event(record, event_type, at, event_reason, event_message, details)
         evictions = record.events.filter(type=EventType.EVICTED).count()

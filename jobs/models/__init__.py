@@ -23,6 +23,7 @@ from jobs.models.rollups import (
 )
 from jobs.models.whatif import WhatIfRun, WhatIfSource, WhatIfState
 from jobs.models.workloads import (
+    TRANSITION_ORDER,
     CapacitySnapshot,
     EventType,
     QueueSnapshot,
@@ -36,6 +37,7 @@ from jobs.models.workloads import (
 __all__ = [
     "BUCKET_FIELDS",
     "DECIDED_STATES",
+    "TRANSITION_ORDER",
     "WAIT_BUCKETS",
     "ApprovalAction",
     "ApprovalEvent",

@@ -82,6 +82,21 @@ class EventType(models.TextChoices):
     DELETED = "deleted"
 
 
+# Within one second, the order transitions happen in (sync records several at
+# once); the others after these.
+TRANSITION_ORDER: dict[str, int] = {
+    EventType.CREATED: 0,
+    EventType.EVICTED: 1,
+    EventType.PREEMPTED: 2,
+    EventType.REQUEUED: 3,
+    EventType.QUOTA_RESERVED: 4,
+    EventType.CHECK_STATE: 5,
+    EventType.ADMITTED: 6,
+    EventType.FINISHED: 7,
+    EventType.FAILED: 7,
+}
+
+
 class WorkloadEvent(models.Model):
     """Append-only history of a workload, from its conditions' transitions.
     Unique on (workload, type, at, reason), so replaying the same watch events

@@ -12,7 +12,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobs.cluster_state import pod_set
-from jobs.models import EventType, JobRequest, WorkloadEvent, WorkloadRecord, WorkloadState
+from jobs.models import (
+    TRANSITION_ORDER,
+    EventType,
+    JobRequest,
+    WorkloadEvent,
+    WorkloadRecord,
+    WorkloadState,
+)
 from jobs.pace import EVICTION_DELAY_SECONDS, REQUEUE_DELAY_SECONDS
 from jobs.rollups import hour_of
 from jobs.whatif.proposal import DEFAULT_RUNTIME_SECONDS
@@ -35,16 +42,6 @@ RELEASES = (
 )
 GONE = (EventType.FINISHED, EventType.FAILED, EventType.DEACTIVATED, EventType.DELETED)
 HOLDS = (EventType.ADMITTED, EventType.QUOTA_RESERVED)
-# Within one second, the order transitions happen in (as sync records them).
-_ORDER: dict[str, int] = {
-    EventType.CREATED: 0,
-    EventType.EVICTED: 1,
-    EventType.PREEMPTED: 2,
-    EventType.REQUEUED: 3,
-    EventType.QUOTA_RESERVED: 4,
-    EventType.CHECK_STATE: 5,
-    EventType.ADMITTED: 6,
-}
 
 # ---------------------------------------------------------------- the stream
 
@@ -179,7 +176,7 @@ def _carried_over(start: datetime) -> list[_AtStart]:
         history[workload_id].append((at, kind))
     found = []
     for pk, row in rows.items():
-        timeline = sorted(history[pk], key=lambda e: (e[0], _ORDER.get(e[1], 9)))
+        timeline = sorted(history[pk], key=lambda e: (e[0], TRANSITION_ORDER.get(e[1], 9)))
         # What happens at ``start`` is in the window: the state is the one just before.
         before = [(at, kind) for at, kind in timeline if at < start]
         if not before and row.admitted_at is not None and row.admitted_at < start:
