@@ -19,7 +19,7 @@ from queues.engine.scenario import parse
 GPU = "nvidia.com/gpu"
 
 
-def one_queue(strategy: str = "BestEffortFIFO", **extra: Any) -> dict[str, Any]:
+def one_queue(strategy: str = "BestEffortFIFO", nominal: int = 8, **extra: Any) -> dict[str, Any]:
     return {
         "resourceFlavors": [{"name": "h100"}],
         "clusterQueues": [
@@ -31,7 +31,7 @@ def one_queue(strategy: str = "BestEffortFIFO", **extra: Any) -> dict[str, Any]:
                     {
                         "coveredResources": [GPU],
                         "flavors": [
-                            {"name": "h100", "resources": [{"name": GPU, "nominalQuota": 8}]}
+                            {"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal}]}
                         ],
                     }
                 ],

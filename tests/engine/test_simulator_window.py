@@ -16,27 +16,18 @@ from queues.engine.metrics import summarize, wait_stats
 from queues.engine.model import PodSet, Workload
 from queues.engine.scenario import parse
 from queues.engine.simulator import SimulationResult, Simulator, WorkloadRecord
+from tests.engine.test_simulator import one_queue
 
 GPU = "nvidia.com/gpu"
 
 
 def policy(nominal: int = 8, checks: bool = False, strategy: str = "BestEffortFIFO") -> Any:
-    queue: dict[str, Any] = {
-        "name": "q",
-        "queueingStrategy": strategy,
-        "preemption": {"withinClusterQueue": "LowerPriority"},
-        "resourceGroups": [
-            {
-                "coveredResources": [GPU],
-                "flavors": [
-                    {"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal}]}
-                ],
-            }
-        ],
-    }
+    document = one_queue(strategy, nominal)
     if checks:
-        queue["admissionChecksStrategy"] = {"admissionChecks": [{"name": "approval"}]}
-    return parse({"resourceFlavors": [{"name": "h100"}], "clusterQueues": [queue]}).policy
+        document["clusterQueues"][0]["admissionChecksStrategy"] = {
+            "admissionChecks": [{"name": "approval"}]
+        }
+    return parse(document).policy
 
 
 def job(name: str, at: float, runtime: float, gpus: int = 8, **extra: Any) -> tuple[Workload, str]:
