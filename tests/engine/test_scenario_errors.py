@@ -88,6 +88,18 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
         (["workloads", 0, "priority"], "urgent", "workloads[0].priority", "unknown-priority-class"),
         (["workloads", 0, "runtime"], "soon", "workloads[0].runtime", "duration"),
         (
+            ["workloads", 0, "maximumExecutionTimeSeconds"],
+            "soon",
+            "workloads[0].maximumExecutionTimeSeconds",
+            "duration",
+        ),
+        (
+            ["workloads", 0, "maximumExecutionTimeSeconds"],
+            -5,
+            "workloads[0].maximumExecutionTimeSeconds",
+            "non-negative",
+        ),
+        (
             ["clusterQueues", 0, "preemption"],
             {"borrowWithinCohort": {"policy": "LowerPriority"}},
             "clusterQueues[0].preemption.borrowWithinCohort.policy",
