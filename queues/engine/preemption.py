@@ -29,6 +29,7 @@ from queues.engine.model import (
     FlavorResource,
     Policy,
     ReclaimWithinCohort,
+    StopPolicy,
     WithinClusterQueue,
     Workload,
 )
@@ -73,7 +74,7 @@ class Target:
     reason: Reason
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     workload: Workload
     queue: Node
@@ -116,7 +117,7 @@ class Preemptor:
     # ---------------------------------------------------------------- shared
 
     def _uses(self, workload: Workload, contested: set[FlavorResource]) -> bool:
-        return any(fr in contested for fr in self.usage_of[workload.key])
+        return not contested.isdisjoint(self.usage_of[workload.key])
 
     @staticmethod
     def _satisfies(policy: str, preemptor: Workload, candidate: Workload) -> bool:
@@ -204,11 +205,13 @@ class Preemptor:
     ) -> list[Target]:
         node = self.tree.queues[queue.name]
         policy = queue.preemption
+        within_queue = policy.within_cluster_queue.value
+        reclaim = policy.reclaim_within_cohort.value
         same: list[Candidate] = []
         if policy.within_cluster_queue is not WithinClusterQueue.NEVER:
             for workload in self._reserved(queue.name, preemptor):
                 if self._uses(workload, contested) and self._satisfies(
-                    policy.within_cluster_queue.value, preemptor, workload
+                    within_queue, preemptor, workload
                 ):
                     same.append(Candidate(workload, node, Variant.WITHIN_QUEUE))
         hierarchy: list[Candidate] = []
@@ -225,7 +228,7 @@ class Preemptor:
                         continue
                     for workload in self._reserved(other.name, preemptor):
                         if not self._uses(workload, contested) or not self._satisfies(
-                            policy.reclaim_within_cohort.value, preemptor, workload
+                            reclaim, preemptor, workload
                         ):
                             continue
                         variant = self._variant(advantaged, preemptor, workload, queue)
@@ -247,7 +250,7 @@ class Preemptor:
         """Workloads holding quota in ``queue`` that could be victims. A stopped
         queue is not in Kueue's snapshot: its usage counts, its workloads are
         never candidates."""
-        if self.policy.cluster_queues[queue].stop_policy.value != "None":
+        if self.policy.cluster_queues[queue].stop_policy is not StopPolicy.NONE:
             return
         for key, workload in self.reserved.get(queue, {}).items():
             if key != preemptor.key and key not in self.exclude:

@@ -43,48 +43,102 @@ def order_key(workload: Workload) -> tuple[float, float, str]:
 
 
 class PendingQueue:
+    """Pending workloads in buckets of one shape each (heap by order key), so
+    parking or unparking a shape is one flag, not a move of every workload in it:
+    Kueue's perf scenarios park and unpark hundreds of equal workloads per cycle.
+    ``_heads`` holds, for every bucket that is not parked, an entry no later than
+    its head; stale entries are skipped when they surface."""
+
     def __init__(self, name: str, strategy: QueueingStrategy) -> None:
         self.name = name
         self.strategy = strategy
-        self._heap: list[tuple[tuple[float, float, str], str]] = []
-        self._queued: dict[str, Workload] = {}  # in the heap (lazy deletion)
-        self.parked: dict[str, Workload] = {}
-        self._parked_hashes: set[tuple[object, ...]] = set()
+        self._workloads: dict[str, Workload] = {}  # queued or parked, not popped
+        self._shape: dict[str, int] = {}  # bucket of each workload in a bucket
+        self._order: dict[str, tuple[float, float, str]] = {}  # its live bucket entry
+        self._buckets: dict[int, list[tuple[tuple[float, float, str], str]]] = {}
+        self._members: dict[int, set[str]] = {}
+        self._heads: list[tuple[tuple[float, float, str], int]] = []
+        self._shape_ids: dict[tuple[object, ...], int] = {}
+        self._parked_shapes: set[int] = set()
+        self._alone: dict[str, Workload] = {}  # parked on their own, in no bucket
         self.sticky: str | None = None
 
     def __len__(self) -> int:
-        return len(self._queued) + len(self.parked)
+        return len(self._workloads)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._queued or key in self.parked
+        return key in self._workloads
+
+    # ------------------------------------------------------------ buckets
+
+    def _enqueue(self, workload: Workload) -> None:
+        key = workload.key
+        shape = self._shape_ids.setdefault(scheduling_hash(workload), len(self._shape_ids))
+        self._workloads[key] = workload
+        self._shape[key] = shape
+        self._members.setdefault(shape, set()).add(key)
+        order = order_key(workload)
+        if self._order.get(key) != order:
+            self._order[key] = order
+            heapq.heappush(self._buckets.setdefault(shape, []), (order, key))
+        if shape not in self._parked_shapes:
+            heapq.heappush(self._heads, (order, shape))
+
+    def _take(self, key: str) -> Workload | None:
+        """Out of its bucket (its heap entry goes stale) and out of the queue."""
+        workload = self._workloads.pop(key, None)
+        self._alone.pop(key, None)
+        shape = self._shape.pop(key, None)
+        if shape is not None:
+            self._members[shape].discard(key)
+            self._order.pop(key, None)
+        return workload
+
+    def _head(self, shape: int) -> tuple[tuple[float, float, str], str] | None:
+        bucket = self._buckets.get(shape, [])
+        members = self._members.get(shape, set())
+        while bucket:
+            order, key = bucket[0]
+            if key in members and self._order.get(key) == order:
+                return order, key
+            heapq.heappop(bucket)
+        return None
+
+    def _is_queued(self, key: str) -> bool:
+        shape = self._shape.get(key)
+        return shape is not None and shape not in self._parked_shapes
+
+    # --------------------------------------------------------- operations
 
     def push(self, workload: Workload) -> None:
-        """A new or returning pending workload."""
-        if (
-            self.strategy is QueueingStrategy.BEST_EFFORT_FIFO
-            and scheduling_hash(workload) in self._parked_hashes
-        ):
-            self.parked[workload.key] = workload
-            return
-        self._queued[workload.key] = workload
-        heapq.heappush(self._heap, (order_key(workload), workload.key))
+        """A new or returning pending workload (parked at once if its shape is)."""
+        self._take(workload.key)  # its shape may have changed (priority)
+        self._enqueue(workload)
 
     def remove(self, key: str) -> None:
-        self._queued.pop(key, None)
-        self.parked.pop(key, None)
+        self._take(key)
         if self.sticky == key:
             self.sticky = None
 
     def pop(self) -> Workload | None:
         """The head, taken out for this cycle (requeue it afterwards)."""
-        if self.sticky is not None and self.sticky in self._queued:
-            return self._queued.pop(self.sticky)
-        while self._heap:
-            key_order, key = heapq.heappop(self._heap)
-            workload = self._queued.get(key)
-            if workload is not None and order_key(workload) == key_order:
-                del self._queued[key]
-                return workload
+        if self.sticky is not None and self._is_queued(self.sticky):
+            return self._take(self.sticky)
+        while self._heads:
+            order, shape = heapq.heappop(self._heads)
+            if shape in self._parked_shapes:
+                continue
+            head = self._head(shape)
+            if head is None:
+                continue
+            if head[0] != order:
+                heapq.heappush(self._heads, (head[0], shape))
+                continue
+            workload = self._take(head[1])
+            following = self._head(shape)
+            if following is not None:
+                heapq.heappush(self._heads, (following[0], shape))
+            return workload
         return None
 
     def requeue(self, workload: Workload, reason: str) -> None:
@@ -94,32 +148,49 @@ class PendingQueue:
             # later "no longer fits" skip included); another preemptor replaces it.
             self.sticky = workload.key
         if self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE:
-            self._queued[workload.key] = workload
-            heapq.heappush(self._heap, (order_key(workload), workload.key))
+            self._enqueue(workload)
             return
-        self.parked[workload.key] = workload
         if reason in ("NoFit", "PreemptionNoCandidates"):
-            shape = scheduling_hash(workload)
-            self._parked_hashes.add(shape)
-            for key, other in list(self._queued.items()):
-                if scheduling_hash(other) == shape:
-                    del self._queued[key]
-                    self.parked[key] = other
+            # Every queued workload of its shape is parked with it.
+            self._enqueue(workload)
+            self._parked_shapes.add(self._shape[workload.key])
+            return
+        self._workloads[workload.key] = workload
+        self._alone[workload.key] = workload
 
     def unpark(self) -> int:
         """Something may have freed capacity: every parked workload queues again."""
-        moved = len(self.parked)
-        for workload in self.parked.values():
-            self._queued[workload.key] = workload
-            heapq.heappush(self._heap, (order_key(workload), workload.key))
-        self.parked.clear()
-        self._parked_hashes.clear()
+        moved = len(self._alone)
+        for shape in self._parked_shapes:
+            head = self._head(shape)
+            if head is not None:
+                moved += len(self._members[shape])
+                heapq.heappush(self._heads, (head[0], shape))
+        self._parked_shapes.clear()
+        for workload in list(self._alone.values()):
+            del self._alone[workload.key]
+            self._enqueue(workload)
         return moved
+
+    @property
+    def has_parked(self) -> bool:
+        return bool(self._alone) or any(self._members.get(s) for s in self._parked_shapes)
+
+    @property
+    def parked(self) -> dict[str, Workload]:
+        """Every parked workload, by key."""
+        parked = dict(self._alone)
+        for shape in self._parked_shapes:
+            for key in self._members.get(shape, ()):
+                parked[key] = self._workloads[key]
+        return parked
 
     def queued(self) -> Iterator[Workload]:
         """Queued (not parked) workloads in the order they would become head."""
-        ordered = sorted(self._queued.values(), key=order_key)
-        if self.sticky is not None and self.sticky in self._queued:
+        ordered = sorted(
+            (w for key, w in self._workloads.items() if self._is_queued(key)), key=order_key
+        )
+        if self.sticky is not None and self._is_queued(self.sticky):
             ordered.sort(key=lambda w: w.key != self.sticky)
         return iter(ordered)
 
@@ -128,7 +199,7 @@ class PendingQueue:
         priority order), or None."""
         if key not in self:
             return None
-        everyone = sorted([*self._queued.values(), *self.parked.values()], key=order_key)
+        everyone = sorted(self._workloads.values(), key=order_key)
         if self.sticky is not None:
             everyone.sort(key=lambda w: w.key != self.sticky)
         return next(i for i, w in enumerate(everyone, start=1) if w.key == key)

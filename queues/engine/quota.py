@@ -43,15 +43,28 @@ class Node:
     def __repr__(self) -> str:
         return f"{'Cohort' if self.is_cohort else 'ClusterQueue'}({self.name})"
 
+    # The static figures, filled once the tree is built (_freeze): the
+    # preemption search asks for them millions of times per replay.
+    _nominal: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
+    _borrowing: dict[FlavorResource, int | None] = field(default_factory=dict, repr=False)
+    _local: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
+
+    def _freeze(self) -> None:
+        self._nominal = {fr: q.nominal for fr, q in self.quotas.items()}
+        self._borrowing = {fr: q.borrowing_limit for fr, q in self.quotas.items()}
+        self._local = {
+            fr: max(0, self.subtree.get(fr, 0) - q.lending_limit)
+            for fr, q in self.quotas.items()
+            if q.lending_limit is not None
+        }
+
     # ------------------------------------------------------------ quota figures
 
     def nominal(self, fr: FlavorResource) -> int:
-        quota = self.quotas.get(fr)
-        return quota.nominal if quota else 0
+        return self._nominal.get(fr, 0)
 
     def borrowing_limit(self, fr: FlavorResource) -> int | None:
-        quota = self.quotas.get(fr)
-        return quota.borrowing_limit if quota else None
+        return self._borrowing.get(fr)
 
     def lending_limit(self, fr: FlavorResource) -> int | None:
         quota = self.quotas.get(fr)
@@ -59,13 +72,10 @@ class Node:
 
     def local_quota(self, fr: FlavorResource) -> int:
         """What the node keeps for its own subtree and never lends upward."""
-        lending = self.lending_limit(fr)
-        if lending is None:
-            return 0
-        return max(0, self.subtree.get(fr, 0) - lending)
+        return self._local.get(fr, 0)
 
     def local_available(self, fr: FlavorResource) -> int:
-        return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
+        return max(0, self._local.get(fr, 0) - self.usage.get(fr, 0))
 
     def lendable(self, fr: FlavorResource) -> int:
         """What the node puts into its parent's pool."""
@@ -73,14 +83,17 @@ class Node:
 
     def available(self, fr: FlavorResource) -> int:
         """What this node could still take for ``fr`` (negative when over-admitted)."""
+        used = self.usage.get(fr, 0)
         if self.parent is None:
-            return self.subtree.get(fr, 0) - self.usage.get(fr, 0)
+            return self.subtree.get(fr, 0) - used
         from_parent = self.parent.available(fr)
-        limit = self.borrowing_limit(fr)
+        local = self._local.get(fr, 0)
+        limit = self._borrowing.get(fr)
         if limit is not None:
-            used_in_parent = max(0, self.usage.get(fr, 0) - self.local_quota(fr))
-            from_parent = min(from_parent, self.lendable(fr) - used_in_parent + limit)
-        return self.local_available(fr) + from_parent
+            used_in_parent = max(0, used - local)
+            lendable = self.subtree.get(fr, 0) - local
+            from_parent = min(from_parent, lendable - used_in_parent + limit)
+        return max(0, local - used) + from_parent
 
     def potential_available(self, fr: FlavorResource) -> int:
         """The most this node could ever use, with nothing running anywhere: a
@@ -99,22 +112,33 @@ class Node:
         return limit < self.usage.get(fr, 0) + amount
 
     def within_nominal(self, frs: Iterator[FlavorResource] | set[FlavorResource]) -> bool:
-        return all(self.subtree.get(fr, 0) >= self.usage.get(fr, 0) for fr in frs)
+        subtree, usage = self.subtree, self.usage
+        return all(subtree.get(fr, 0) >= usage.get(fr, 0) for fr in frs)
 
     # ---------------------------------------------------------------- mutation
 
     def add_usage(self, fr: FlavorResource, amount: int) -> None:
         """Add usage; the part beyond unused local quota bubbles to the parent."""
-        spare = self.local_available(fr)
-        self.usage[fr] = self.usage.get(fr, 0) + amount
-        if self.parent is not None and amount > spare:
-            self.parent.add_usage(fr, amount - spare)
+        node: Node | None = self
+        while node is not None:
+            used = node.usage.get(fr, 0)
+            spare = max(0, node._local.get(fr, 0) - used)
+            node.usage[fr] = used + amount
+            if amount <= spare:
+                return
+            amount -= spare
+            node = node.parent
 
     def remove_usage(self, fr: FlavorResource, amount: int) -> None:
-        stored_in_parent = self.usage.get(fr, 0) - self.local_quota(fr)
-        self.usage[fr] = self.usage.get(fr, 0) - amount
-        if self.parent is not None and stored_in_parent > 0:
-            self.parent.remove_usage(fr, min(amount, stored_in_parent))
+        node: Node | None = self
+        while node is not None:
+            used = node.usage.get(fr, 0)
+            stored_in_parent = used - node._local.get(fr, 0)
+            node.usage[fr] = used - amount
+            if stored_in_parent <= 0:
+                return
+            amount = min(amount, stored_in_parent)
+            node = node.parent
 
     # -------------------------------------------------------------- navigation
 
@@ -212,6 +236,7 @@ class QuotaTree:
                 subtree[fr] = subtree.get(fr, 0) + child.lendable(fr)
         node.subtree = subtree
         node.height = height
+        node._freeze()
 
     def add(self, queue: str, usage: Mapping[FlavorResource, int]) -> None:
         node = self.queues[queue]

@@ -1,0 +1,138 @@
+"""The pending queue keeps workloads in one bucket per shape so that parking a
+shape is cheap; it must behave exactly like the plain model Kueue describes:
+a heap by (priority, time), a sticky preemptor first, a NoFit head parked with
+every queued workload of its shape, newcomers of a parked shape parked at once,
+everything back on unpark. Checked against that plain model on random runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from queues.engine.model import PodSet, QueueingStrategy, Workload
+from queues.engine.queueing import IMMEDIATE, PendingQueue, order_key, scheduling_hash
+
+REASONS = ("NoFit", "PreemptionNoCandidates", "PendingPreemption", "Pending", "Other")
+
+
+class PlainQueue:
+    """The reference: lists and sorting, no buckets, no lazy deletion."""
+
+    def __init__(self, strategy: QueueingStrategy) -> None:
+        self.strategy = strategy
+        self.queued: dict[str, Workload] = {}
+        self.parked: dict[str, Workload] = {}
+        self.parked_shapes: set[tuple[object, ...]] = set()
+        self.sticky: str | None = None
+
+    def push(self, workload: Workload) -> None:
+        self.queued.pop(workload.key, None)
+        self.parked.pop(workload.key, None)
+        if scheduling_hash(workload) in self.parked_shapes:
+            self.parked[workload.key] = workload
+        else:
+            self.queued[workload.key] = workload
+
+    def remove(self, key: str) -> None:
+        self.queued.pop(key, None)
+        self.parked.pop(key, None)
+        if self.sticky == key:
+            self.sticky = None
+
+    def pop(self) -> Workload | None:
+        if self.sticky in self.queued:
+            return self.queued.pop(self.sticky)
+        if not self.queued:
+            return None
+        head = min(self.queued.values(), key=order_key)
+        return self.queued.pop(head.key)
+
+    def requeue(self, workload: Workload, reason: str) -> None:
+        best_effort = self.strategy is QueueingStrategy.BEST_EFFORT_FIFO
+        if reason == "PendingPreemption" and best_effort:
+            self.sticky = workload.key
+        if not best_effort or reason in IMMEDIATE:
+            self.queued[workload.key] = workload
+            return
+        self.parked[workload.key] = workload
+        if reason in ("NoFit", "PreemptionNoCandidates"):
+            shape = scheduling_hash(workload)
+            self.parked_shapes.add(shape)
+            for key, other in list(self.queued.items()):
+                if scheduling_hash(other) == shape:
+                    self.parked[key] = self.queued.pop(key)
+
+    def unpark(self) -> int:
+        moved = len(self.parked)
+        self.queued.update(self.parked)
+        self.parked.clear()
+        self.parked_shapes.clear()
+        return moved
+
+
+def _workload(index: int, shape: int, priority: int, time: float) -> Workload:
+    return Workload(
+        f"w{index}",
+        "cq",
+        (PodSet("main", 1, {"cpu": shape + 1}),),
+        priority=priority,
+        creation_time=time,
+    )
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("push"),
+            st.integers(0, 2),  # shape
+            st.sampled_from([0, 10]),  # priority
+            st.integers(0, 5),  # creation time (ties broken by key)
+        ),
+        st.tuples(st.just("cycle"), st.sampled_from(REASONS)),
+        st.tuples(st.just("remove"), st.integers(0, 40)),
+        st.tuples(st.just("unpark")),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(list(QueueingStrategy)), operations)
+def test_the_bucketed_queue_behaves_like_the_plain_one(
+    strategy: QueueingStrategy, steps: list[tuple[Any, ...]]
+) -> None:
+    real, plain = PendingQueue("cq", strategy), PlainQueue(strategy)
+    made = 0
+    for step in steps:
+        if step[0] == "push":
+            workload = _workload(made, step[1], step[2], float(step[3]))
+            made += 1
+            real.push(workload)
+            plain.push(workload)
+        elif step[0] == "cycle":
+            head, expected = real.pop(), plain.pop()
+            assert (head and head.key) == (expected and expected.key)
+            if head is not None:
+                real.requeue(head, step[1])
+                plain.requeue(head, step[1])
+        elif step[0] == "remove":
+            real.remove(f"w{step[1]}")
+            plain.remove(f"w{step[1]}")
+        else:
+            assert real.unpark() == plain.unpark()
+        assert set(real.parked) == set(plain.parked)
+        assert real.has_parked == bool(plain.parked)
+        assert len(real) == len(plain.queued) + len(plain.parked)
+        expected_order = sorted(plain.queued.values(), key=order_key)
+        expected_order.sort(key=lambda w: w.key != plain.sticky)
+        assert [w.key for w in real.queued()] == [w.key for w in expected_order]
+    # Drain: the same order to the end.
+    real.unpark()
+    plain.unpark()
+    while True:
+        head, expected = real.pop(), plain.pop()
+        assert (head and head.key) == (expected and expected.key)
+        if head is None:
+            break
