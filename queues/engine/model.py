@@ -197,10 +197,18 @@ class Workload:
     evicting: bool = False
     evictions: int = 0
     work_done: float = 0.0  # seconds of runtime completed so far (kept across requeues)
+    # Seconds from admission until all its pods are ready (infinite: never, say
+    # a gang no node set can hold); its runtime counts from then.
+    pods_ready_after: float = 0.0
+    # Kueue's status.requeueState: not a candidate before ``requeue_at``;
+    # ``requeue_count`` backoffs so far (waitForPodsReady).
+    requeue_at: float | None = None
+    requeue_count: int = 0
+    # namespace/name, kept: the scheduler looks it up millions of times a replay.
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
 
     @property
     def queue_order_time(self) -> float:
@@ -233,6 +241,25 @@ class Workload:
 
 
 @dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    """Kueue's waitForPodsReady: an admitted workload whose pods are not all
+    ready within ``timeout`` is evicted and requeued after a backoff of
+    ``backoff_base * 2^(n-1)`` seconds (capped at ``backoff_max``) for its n-th
+    time; past ``backoff_limit`` requeues it is deactivated."""
+
+    timeout: float = 300.0
+    block_admission: bool = False
+    # Which time orders it in its queue once requeued: "Eviction" or "Creation".
+    timestamp: str = "Eviction"
+    backoff_limit: int | None = None  # None: requeued for ever
+    backoff_base: float = 60.0
+    backoff_max: float = 3600.0
+
+    def backoff(self, count: int) -> float:
+        return min(self.backoff_base * 2 ** max(0, count - 1), self.backoff_max)
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """Everything the engine needs to know about the cluster's policy."""
 
@@ -245,3 +272,4 @@ class Policy:
         "LessThanOrEqualToFinalShare",
         "LessThanInitialShare",
     )
+    wait_for_pods_ready: WaitForPodsReady | None = None

@@ -6,6 +6,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +14,7 @@ from queues import names
 from queues import rules as policy_rules
 from queues.engine.model import Taint, Toleration
 from queues.errors import FieldError
-from queues.quantity import QuantityError, parse_decimal
+from queues.quantity import parse_decimal
 
 
 class Reader:
@@ -141,6 +142,11 @@ def read_labels(reader: Reader, path: str, raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
 
 
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
+
+
 def read_seconds(reader: Reader, path: str, value: Any, *, required: bool = False) -> float | None:
     """Seconds given as a number (``3600``) or a duration string (``1h``, ``30m``,
     ``200ms``)."""
@@ -157,16 +163,15 @@ def read_seconds(reader: Reader, path: str, value: Any, *, required: bool = Fals
             return None
         return float(value)
     if isinstance(value, str):
-        for suffix, factor in (("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)):
-            if value.endswith(suffix) and value[: -len(suffix)]:
-                try:
-                    number = float(parse_decimal(value[: -len(suffix)]))
-                except QuantityError:
-                    break
-                if number < 0:
-                    reader.error(path, "non-negative", "must be 0 or more")
-                    return None
-                return number * factor
+        if value.startswith("-") and _DURATION.fullmatch(value[1:]):
+            reader.error(path, "non-negative", "must be 0 or more")
+            return None
+        if _DURATION.fullmatch(value):
+            # Go durations too: 1h30m, 5m0s, 1.5h, 300ms.
+            return sum(
+                float(parse_decimal(number)) * _UNIT_SECONDS[unit]
+                for number, unit in _DURATION_PART.findall(value)
+            )
     reader.error(
         path, "duration", f"{value!r} is not a duration: use seconds or 200ms, 30s, 15m, 2h, 1d"
     )

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from queues import rules as policy_rules
+from queues.engine.configuration import CONFIGURATION_KEYS, read_configuration
 from queues.engine.generate import WorkloadClass, parse_generate
 from queues.engine.model import (
     BorrowWithinCohort,
@@ -74,20 +75,12 @@ class Scenario:
     timing: Timing = Timing()
 
 
-# Kueue's allowed fairSharing.preemptionStrategies, the first being the default.
-DEFAULT_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
-ALLOWED_STRATEGIES = (
-    DEFAULT_STRATEGIES,
-    ("LessThanOrEqualToFinalShare",),
-    ("LessThanInitialShare",),
-)
-
 TOP_LEVEL = (
     "resourceFlavors",
     "cohorts",
     "clusterQueues",
     "workloadPriorityClasses",
-    "fairSharing",
+    *CONFIGURATION_KEYS,
     "workloads",
     "generate",
     "simulation",
@@ -471,25 +464,14 @@ def parse(
     cohorts = read_cohorts(reader, top.get("cohorts"))
     queues = read_cluster_queues(reader, top.get("clusterQueues"))
     priorities = read_priority_classes(reader, top.get("workloadPriorityClasses"))
-    fair = reader.mapping("fairSharing", top.get("fairSharing"), ("enable", "preemptionStrategies"))
-    enable = fair.get("enable", False)
-    if not isinstance(enable, bool):
-        reader.error("fairSharing.enable", "type", "must be true or false")
-        enable = False
-    strategies = tuple(fair.get("preemptionStrategies") or DEFAULT_STRATEGIES)
-    if strategies not in ALLOWED_STRATEGIES:
-        reader.error(
-            "fairSharing.preemptionStrategies",
-            "unsupported-value",
-            "use one of: " + "; ".join(", ".join(s) for s in ALLOWED_STRATEGIES),
-        )
-        strategies = DEFAULT_STRATEGIES
+    configuration = read_configuration(reader, top)
     policy = Policy(
         flavors=flavors,
         cohorts=implicit_cohorts(cohorts, queues),
         cluster_queues=queues,
-        fair_sharing=enable,
-        fair_sharing_strategies=strategies,
+        fair_sharing=configuration.fair_sharing,
+        fair_sharing_strategies=configuration.fair_sharing_strategies,
+        wait_for_pods_ready=configuration.wait_for_pods_ready,
     )
     check_references(reader, policy)
     workloads = [

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from queues.engine.assign import Assignment, FlavorAssigner, Mode
-from queues.engine.fairshare import compare, dominant_resource_share
+from queues.engine.fair_order import fair_order
 from queues.engine.model import (
     CheckState,
     ClusterQueue,
@@ -35,7 +35,7 @@ from queues.engine.model import (
 )
 from queues.engine.preemption import REASON_TEXT, Preemptor, Reason, Target
 from queues.engine.queueing import PendingQueue
-from queues.engine.quota import Node, QuotaTree
+from queues.engine.quota import QuotaTree
 
 
 @dataclass(frozen=True)
@@ -102,11 +102,17 @@ class Scheduler:
         self.cycles = 0
         self._cycle_holds: list[tuple[str, dict[FlavorResource, int]]] = []
         self._preemptors: dict[str, str] = {}
+        self._oracle_targets: dict[tuple[str, FlavorResource, int], list[Target]] = {}
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
         # Root cohort (or queue) names whose parked workloads should queue again.
         self._unpark_requests: set[str] = set()
+        # Pending workloads waiting out a requeue backoff (Kueue's requeueAt):
+        # not candidates until then.
+        self.backing_off: dict[str, Workload] = {}
+        # Admitted workloads whose pods are not all ready yet (waitForPodsReady).
+        self.pods_not_ready: set[str] = set()
         for workload in workloads:
             self.add(workload)
 
@@ -124,13 +130,33 @@ class Scheduler:
         elif workload.active:
             if workload.queued_at is None:
                 workload.queued_at = workload.creation_time
-            self.queues[workload.cluster_queue].push(workload)
-            queue = self.policy.cluster_queues[workload.cluster_queue]
-            self.status[workload.key] = (
-                Pending("Queued", self._queued_message(workload))
-                if self._active(queue)
-                else Pending("Suspended", f"ClusterQueue {queue.name} is inactive")
+            if self._enqueue(workload):
+                queue = self.policy.cluster_queues[workload.cluster_queue]
+                self.status[workload.key] = (
+                    Pending("Queued", self._queued_message(workload))
+                    if self._active(queue)
+                    else Pending("Suspended", f"ClusterQueue {queue.name} is inactive")
+                )
+
+    def _enqueue(self, workload: Workload) -> bool:
+        """Into its queue, or set aside until its requeue time. True if queued."""
+        if workload.requeue_at is not None and workload.requeue_at > self.now:
+            self.backing_off[workload.key] = workload
+            self.status[workload.key] = Pending(
+                "Pending", f"Waiting out a requeue backoff until t={workload.requeue_at:g}s"
             )
+            return False
+        self.queues[workload.cluster_queue].push(workload)
+        return True
+
+    def release_backoffs(self) -> int:
+        """Queue the workloads whose requeue time has come."""
+        due = [w for w in self.backing_off.values() if (w.requeue_at or 0.0) <= self.now]
+        for workload in due:
+            del self.backing_off[workload.key]
+            self.queues[workload.cluster_queue].push(workload)
+            self.status[workload.key] = Pending("Queued", self._queued_message(workload))
+        return len(due)
 
     def _hold(self, workload: Workload) -> None:
         usage = workload.usage()
@@ -171,6 +197,8 @@ class Scheduler:
         if workload.admission is not None:
             self._release(workload)
         self.queues[workload.cluster_queue].remove(key)
+        self.backing_off.pop(key, None)
+        self.pods_not_ready.discard(key)
         self.status.pop(key, None)
         return workload
 
@@ -182,11 +210,44 @@ class Scheduler:
             self._release(workload)
         workload.evictions += 1
         workload.check_states = {}
+        self.pods_not_ready.discard(key)
         if requeue_at is not None:
             workload.queued_at = requeue_at
         if workload.active:
-            self.queues[workload.cluster_queue].push(workload)
+            self._enqueue(workload)
         return workload
+
+    def pods_ready_timeout(self, key: str) -> bool:
+        """Its pods were not all ready in time (Kueue's waitForPodsReady): evicted
+        and requeued after a backoff, or, past the requeue limit, deactivated.
+        Returns True when deactivated."""
+        config = self.policy.wait_for_pods_ready
+        assert config is not None
+        workload = self.workloads[key]
+        count = workload.requeue_count + 1
+        if config.backoff_limit is not None and count > config.backoff_limit:
+            self._release(workload)
+            self.pods_not_ready.discard(key)
+            workload.active = False
+            workload.check_states = {}
+            self.status[key] = Pending(
+                "Deactivated",
+                "The workload is deactivated due to exceeding the maximum number of "
+                "re-queuing retries (RequeuingLimitExceeded)",
+            )
+            return True
+        workload.requeue_count = count
+        workload.requeue_at = self.now + config.backoff(count)
+        self.evict(
+            key, requeue_at=self.now if config.timestamp == "Eviction" else workload.creation_time
+        )
+        if workload.key in self.backing_off:
+            self.status[key] = Pending(
+                "Pending",
+                f"Exceeded the PodsReady timeout; requeued after a backoff until "
+                f"t={workload.requeue_at:g}s (requeue {count})",
+            )
+        return False
 
     def release(self, key: str) -> Workload:
         """A preempted workload's job has stopped: free its quota, queue it again."""
@@ -253,8 +314,14 @@ class Scheduler:
         node = self.tree.queues[queue.name]
         preemptor = self._preemptor(exclude or set())
 
+        self._oracle_targets = {}
+
         def oracle(wl: Workload, fr: FlavorResource, amount: int) -> tuple[Mode, int]:
             targets = preemptor.targets(wl, queue, {fr}, {fr: amount})
+            if not exclude:
+                # The same search _nominate runs next for a one-resource request,
+                # against the same usage: kept so it runs once.
+                self._oracle_targets[(wl.key, fr, amount)] = targets
             if not targets:
                 return Mode.NO_CANDIDATES, node.borrowing_level(fr, amount)[0]
             for target in targets:
@@ -291,7 +358,13 @@ class Scheduler:
             self.now = now
         self.cycles += 1
         self.apply_stop_policies()
+        if self.backing_off:
+            self.release_backoffs()
         result = CycleResult()
+        config = self.policy.wait_for_pods_ready
+        if config is not None and config.block_admission and self.pods_not_ready:
+            # Kueue admits nothing more until every admitted workload's pods are ready.
+            return result
         heads: list[Entry] = []
         for name in sorted(self.queues):
             queue = self.policy.cluster_queues[name]
@@ -333,14 +406,20 @@ class Scheduler:
             requests = {
                 fr: amount for fr, amount in assignment.usage.items() if amount and fr[1] != "pods"
             }
-            entry.targets = self._preemptor(set()).targets(
-                workload, queue, assignment.contested, requests
+            searched = None
+            if len(requests) == 1 and set(requests) == assignment.contested:
+                ((fr, amount),) = requests.items()
+                searched = self._oracle_targets.get((workload.key, fr, amount))
+            entry.targets = (
+                searched
+                if searched is not None
+                else self._preemptor(set()).targets(workload, queue, assignment.contested, requests)
             )
         return entry
 
     def _ordered(self, entries: list[Entry]) -> Iterator[Entry]:
         if self.policy.fair_sharing:
-            yield from self._fair_order(entries)
+            yield from fair_order(self.tree, entries)
             return
         yield from sorted(
             entries,
@@ -351,75 +430,6 @@ class Scheduler:
                 e.workload.key,
             ),
         )
-
-    def _fair_order(self, entries: list[Entry]) -> Iterator[Entry]:
-        """Kueue's fair-sharing tournament: within each root cohort, the entry
-        whose subtree is not borrowing, then has the lowest dominant resource
-        share, then the highest priority, then the earliest time, wins; shares
-        are recomputed after every processed entry."""
-        remaining = sorted(entries, key=lambda e: e.queue.name)
-        while remaining:
-            first = remaining[0]
-            node = self.tree.queues[first.queue.name]
-            if node.parent is None:
-                remaining.remove(first)
-                yield first
-                continue
-            root = node.root()
-            contenders = [e for e in remaining if self.tree.queues[e.queue.name].root() is root]
-            winner = self._tournament(root, contenders)
-            remaining.remove(winner)
-            yield winner
-
-    def _tournament(self, cohort: Node, entries: list[Entry]) -> Entry:
-        scores: dict[tuple[int, int], tuple[bool, object]] = {}
-        for entry in entries:
-            usage = entry.assignment.usage if entry.assignment else {}
-            queue = self.tree.queues[entry.queue.name]
-            self.tree.add(queue.name, usage)
-            try:
-                child: Node = queue
-                for ancestor in queue.ancestors():
-                    borrowing = any(
-                        amount > 0 and child.usage.get(fr, 0) > child.subtree.get(fr, 0)
-                        for fr, amount in usage.items()
-                    )
-                    scores[(id(ancestor), id(entry))] = (borrowing, dominant_resource_share(child))
-                    child = ancestor
-            finally:
-                self.tree.remove(queue.name, usage)
-
-        def beats(a: Entry, b: Entry, level: Node) -> bool:
-            a_borrow, a_share = scores[(id(level), id(a))]
-            b_borrow, b_share = scores[(id(level), id(b))]
-            if a_borrow != b_borrow:
-                return not a_borrow
-            order = compare(a_share, b_share)  # type: ignore[arg-type]
-            if order:
-                return order < 0
-            if a.workload.priority != b.workload.priority:
-                return a.workload.priority > b.workload.priority
-            return a.workload.queue_order_time < b.workload.queue_order_time
-
-        def play(level: Node) -> Entry | None:
-            candidates: list[Entry] = []
-            for child in level.children:
-                if child.is_cohort:
-                    winner = play(child)
-                    if winner is not None:
-                        candidates.append(winner)
-            for child in level.children:
-                if not child.is_cohort:
-                    candidates.extend(e for e in entries if e.queue.name == child.name)
-            best: Entry | None = None
-            for candidate in candidates:
-                if best is None or beats(candidate, best, level):
-                    best = candidate
-            return best
-
-        winner = play(cohort)
-        assert winner is not None  # entries is never empty
-        return winner
 
     def _process(
         self, entry: Entry, victims: dict[str, Target], admitted_now: set[str], result: CycleResult

@@ -23,6 +23,7 @@ WORKLOAD_FIELDS = (
     "runtime",
     "checkpointInterval",
     "maximumExecutionTimeSeconds",
+    "podsReadyAfter",
     "podSets",
     "admission",
     "admittedAt",
@@ -261,6 +262,8 @@ def parse_workload(
         max_execution_time=read_seconds(
             reader, f"{path}.maximumExecutionTimeSeconds", spec.get("maximumExecutionTimeSeconds")
         ),
+        pods_ready_after=read_seconds(reader, f"{path}.podsReadyAfter", spec.get("podsReadyAfter"))
+        or 0.0,
         admission=admission,
         admitted_at=admitted_at if admission is not None else None,
     )

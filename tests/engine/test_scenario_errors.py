@@ -99,6 +99,69 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
             "workloads[0].maximumExecutionTimeSeconds",
             "non-negative",
         ),
+        (["workloads", 0, "podsReadyAfter"], "later", "workloads[0].podsReadyAfter", "duration"),
+        (["waitForPodsReady"], {"enable": "yes"}, "waitForPodsReady.enable", "type"),
+        (
+            ["waitForPodsReady"],
+            {"enable": True, "timeout": 0},
+            "waitForPodsReady.timeout",
+            "positive",
+        ),
+        (
+            ["waitForPodsReady"],
+            {"enable": True, "timeout": "soon"},
+            "waitForPodsReady.timeout",
+            "duration",
+        ),
+        (
+            ["waitForPodsReady"],
+            {"enable": True, "requeuingStrategy": {"timestamp": "Admission"}},
+            "waitForPodsReady.requeuingStrategy.timestamp",
+            "unsupported-value",
+        ),
+        (
+            ["waitForPodsReady"],
+            {"enable": True, "requeuingStrategy": {"backoffLimitCount": -1}},
+            "waitForPodsReady.requeuingStrategy.backoffLimitCount",
+            "non-negative",
+        ),
+        (
+            ["waitForPodsReady"],
+            {"enable": True, "requeuingStrategy": {"backoffBaseSeconds": -1}},
+            "waitForPodsReady.requeuingStrategy.backoffBaseSeconds",
+            "non-negative",
+        ),
+        (
+            ["waitForPodsReady"],
+            {"enable": True, "requeuingStrategy": {"backoffMaxSeconds": 0}},
+            "waitForPodsReady.requeuingStrategy.backoffMaxSeconds",
+            "positive",
+        ),
+        (
+            ["waitForPodsReady"],
+            {"enable": True, "requeuingStrategy": {"backoffBaseSeconds": 1.5}},
+            "waitForPodsReady.requeuingStrategy.backoffBaseSeconds",
+            "type",
+        ),
+        (
+            ["waitForPodsReady"],
+            {"enable": True, "blockAdmission": 1},
+            "waitForPodsReady.blockAdmission",
+            "type",
+        ),
+        (["waitForPodsReady"], {"enabled": True}, "waitForPodsReady.enabled", "unknown-field"),
+        (
+            ["admissionFairSharing"],
+            {"usageHalfLifeTime": "0s"},
+            "admissionFairSharing.usageHalfLifeTime",
+            "positive",
+        ),
+        (
+            ["admissionFairSharing"],
+            {"usageHalfLifeTime": "1h", "usageSamplingInterval": "often"},
+            "admissionFairSharing.usageSamplingInterval",
+            "duration",
+        ),
         (
             ["clusterQueues", 0, "preemption"],
             {"borrowWithinCohort": {"policy": "LowerPriority"}},
@@ -214,3 +277,33 @@ def test_command_refuses_a_bad_scenario_and_runs_nothing(tmp_path: Path, command
     # Nothing ran: no result printed, no progress, no report written.
     assert stdout.getvalue() == "" and stderr.getvalue() == ""
     assert list(out.iterdir()) == []
+
+
+def test_go_durations_from_kueues_configuration_are_read() -> None:
+    document = broken(
+        ["waitForPodsReady"],
+        {"enable": True, "timeout": "1h30m0s", "requeuingStrategy": {"backoffLimitCount": 2}},
+    )
+    ready = parse(document).policy.wait_for_pods_ready
+    assert ready is not None
+    assert (ready.timeout, ready.backoff_limit, ready.timestamp) == (5400.0, 2, "Eviction")
+
+
+def test_kueues_manager_config_yields_only_the_keys_the_engine_reads() -> None:
+    from queues.engine.configuration import manager_configuration
+
+    text = yaml.safe_dump(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+            "kind": "Configuration",
+            "integrations": {"frameworks": ["batch/job"]},
+            "fairSharing": {"enable": True},
+            "waitForPodsReady": {"enable": True, "timeout": "5m"},
+        }
+    )
+    assert manager_configuration(text) == {
+        "fairSharing": {"enable": True},
+        "waitForPodsReady": {"enable": True, "timeout": "5m"},
+    }
+    assert manager_configuration("- not: a mapping") == {}
+    assert manager_configuration(": broken") == {}

@@ -10,6 +10,9 @@ plus:
       admittedAt: {wl: seconds}        # first admission, on the scenario's clock
       neverAdmitted: [wl, ...]
       timedOutAt: {wl: seconds}        # deactivated past its maximum execution time
+      finishedAt: {wl: seconds}
+      podsReadyTimeouts: {wl: n}       # evictions for pods not ready in time
+      requeueLimitExceededAt: {wl: s}  # deactivated past waitForPodsReady's limit
       estimate: {workload: wl, at: seconds, earliest: s, latest: s}
                                        # the estimate from the scenario's state at ``at``
 """
@@ -49,6 +52,14 @@ def test_timeline(path: Path) -> None:
     for name, at in (expect.get("timedOutAt") or {}).items():
         record = result.records[f"default/{name}"]
         assert record.timed_out == pytest.approx(at) and record.finished is None, (name, record)
+    for name, at in (expect.get("finishedAt") or {}).items():
+        assert result.records[f"default/{name}"].finished == pytest.approx(at), name
+    for name, count in (expect.get("podsReadyTimeouts") or {}).items():
+        assert result.records[f"default/{name}"].pods_ready_timeouts == count, name
+    for name, at in (expect.get("requeueLimitExceededAt") or {}).items():
+        record = result.records[f"default/{name}"]
+        assert record.requeue_limit_exceeded == pytest.approx(at), (name, record)
+        assert record.finished is None, (name, record)
     wanted = expect.get("estimate")
     if wanted:
         scheduler = scheduler_for(scenario)
