@@ -91,6 +91,8 @@ class Assignment:
     usage: dict[FlavorResource, int]
     # flavor-resources whose assignment needs preemption
     contested: set[FlavorResource]
+    # Pods per pod set when partial admission reduced them (None: as asked).
+    counts: dict[str, int] | None = None
 
     @property
     def mode(self) -> Mode:

@@ -157,9 +157,12 @@ class PodSet:
     requests: dict[str, int]  # per pod
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    # Kueue's partial admission: as few as this many pods will do (None: all).
+    min_count: int | None = None
 
-    def total(self) -> dict[str, int]:
-        return {resource: amount * self.count for resource, amount in self.requests.items()}
+    def total(self, count: int | None = None) -> dict[str, int]:
+        pods = self.count if count is None else count
+        return {resource: amount * pods for resource, amount in self.requests.items()}
 
 
 # podSet -> resource -> flavor
@@ -204,6 +207,8 @@ class Workload:
     # ``requeue_count`` backoffs so far (waitForPodsReady).
     requeue_at: float | None = None
     requeue_count: int = 0
+    # Pods admitted per pod set when fewer than asked (partial admission).
+    admitted_counts: dict[str, int] | None = None
     # namespace/name, kept: the scheduler looks it up millions of times a replay.
     key: str = field(init=False, repr=False, compare=False)
 
@@ -213,6 +218,10 @@ class Workload:
     @property
     def queue_order_time(self) -> float:
         return self.queued_at if self.queued_at is not None else self.creation_time
+
+    @property
+    def can_be_partially_admitted(self) -> bool:
+        return any(p.min_count is not None and p.min_count < p.count for p in self.pod_sets)
 
     @property
     def has_quota(self) -> bool:
@@ -231,10 +240,12 @@ class Workload:
         held: dict[FlavorResource, int] = {}
         if self.admission is None:
             return held
+        counts = self.admitted_counts or {}
         for pod_set in self.pod_sets:
-            totals = pod_set.total()
+            count = counts.get(pod_set.name, pod_set.count)
+            totals = pod_set.total(count)
             for resource, flavor in self.admission.get(pod_set.name, {}).items():
-                amount = pod_set.count if resource == "pods" else totals.get(resource, 0)
+                amount = count if resource == "pods" else totals.get(resource, 0)
                 key = (flavor, resource)
                 held[key] = held.get(key, 0) + amount
         return held

@@ -29,6 +29,7 @@ def scheduling_hash(workload: Workload) -> tuple[object, ...]:
             (
                 p.name,
                 p.count,
+                p.min_count,
                 tuple(sorted(p.requests.items())),
                 tuple(sorted(p.node_selector.items())),
                 p.tolerations,

@@ -20,8 +20,8 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
+from queues.engine import partial
 from queues.engine.assign import Assignment, FlavorAssigner, Mode
 from queues.engine.fair_order import fair_order
 from queues.engine.model import (
@@ -33,53 +33,10 @@ from queues.engine.model import (
     StopPolicy,
     Workload,
 )
-from queues.engine.preemption import REASON_TEXT, Preemptor, Reason, Target
+from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
+from queues.engine.preemption import REASON_TEXT, Preemptor, Target
 from queues.engine.queueing import PendingQueue
 from queues.engine.quota import QuotaTree
-
-
-@dataclass(frozen=True)
-class Pending:
-    """Why a workload is not admitted: a stable code and Kueue-style text."""
-
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Preemption:
-    victim: str
-    preemptor: str
-    reason: Reason
-    cluster_queue: str
-    message: str
-
-
-@dataclass
-class CycleResult:
-    admitted: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
-    reserved: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
-    preempted: list[Preemption] = field(default_factory=list)
-    evaluated: dict[str, Pending] = field(default_factory=dict)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.admitted or self.reserved or self.preempted)
-
-    def merge(self, other: CycleResult) -> None:
-        self.admitted.update(other.admitted)
-        self.reserved.update(other.reserved)
-        self.preempted.extend(other.preempted)
-        self.evaluated.update(other.evaluated)
-
-
-@dataclass
-class Entry:
-    workload: Workload
-    queue: ClusterQueue
-    assignment: Assignment | None
-    targets: list[Target] = field(default_factory=list)
-    pending: Pending | None = None  # set when the head is inadmissible before assignment
 
 
 class Scheduler:
@@ -170,6 +127,7 @@ class Scheduler:
         self.reserved[workload.cluster_queue].pop(workload.key, None)
         self.tree.remove(workload.cluster_queue, usage)
         workload.admission = None
+        workload.admitted_counts = None
         workload.admitted_at = None
         workload.evicting = False
         self._request_unpark(workload.cluster_queue)
@@ -415,7 +373,30 @@ class Scheduler:
                 if searched is not None
                 else self._preemptor(set()).targets(workload, queue, assignment.contested, requests)
             )
+        if not assignment.fits and not entry.targets and workload.can_be_partially_admitted:
+            fewer = partial.search(workload, lambda counts: self._try_counts(workload, counts))
+            if fewer is not None:
+                entry.assignment, entry.targets = fewer
         return entry
+
+    def _try_counts(
+        self, workload: Workload, counts: dict[str, int]
+    ) -> tuple[Assignment, list[Target]] | None:
+        """Partial admission's test of one step: fits, or can preempt for it."""
+        smaller = partial.reduced(workload, counts)
+        queue = self.policy.cluster_queues[workload.cluster_queue]
+        assignment = self.assign(smaller)
+        assignment.counts = counts
+        if assignment.fits:
+            return assignment, []
+        if assignment.needs_preemption:
+            requests = {
+                fr: amount for fr, amount in assignment.usage.items() if amount and fr[1] != "pods"
+            }
+            targets = self._preemptor(set()).targets(smaller, queue, assignment.contested, requests)
+            if targets:
+                return assignment, targets
+        return None
 
     def _ordered(self, entries: list[Entry]) -> Iterator[Entry]:
         if self.policy.fair_sharing:
@@ -500,6 +481,7 @@ class Scheduler:
             )
             return
         workload.admission = assignment.flavors()
+        workload.admitted_counts = assignment.counts
         workload.admitted_at = self.now
         # Ordered by its creation time again (an AdmissionCheck eviction's time
         # only counts while it waits to be admitted again).

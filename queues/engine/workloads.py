@@ -29,7 +29,7 @@ WORKLOAD_FIELDS = (
     "admittedAt",
     "admissionChecks",
 )
-POD_SET_FIELDS = ("name", "count", "requests", "nodeSelector", "tolerations")
+POD_SET_FIELDS = ("name", "count", "minCount", "requests", "nodeSelector", "tolerations")
 
 
 def read_priority(reader: Reader, path: str, value: Any, priorities: Mapping[str, int]) -> int:
@@ -86,6 +86,17 @@ def read_pod_sets(reader: Reader, path: str, raw: Any) -> tuple[PodSet, ...]:
         tolerations: tuple[Toleration, ...] = read_tolerations(
             reader, f"{item_path}.tolerations", spec.get("tolerations")
         )
+        min_count = reader.integer(f"{item_path}.minCount", spec.get("minCount"))
+        if min_count is not None and not 1 <= min_count <= max(count or 1, 1):
+            reader.error(
+                f"{item_path}.minCount", "range", "must be at least 1 and at most the count"
+            )
+            min_count = None
+        if min_count is not None and any(p.min_count is not None for p in pod_sets):
+            reader.error(
+                f"{item_path}.minCount", "one-min-count", "at most one pod set can use minCount"
+            )
+            min_count = None
         pod_sets.append(
             PodSet(
                 name=name,
@@ -95,6 +106,7 @@ def read_pod_sets(reader: Reader, path: str, raw: Any) -> tuple[PodSet, ...]:
                     reader, f"{item_path}.nodeSelector", spec.get("nodeSelector")
                 ),
                 tolerations=tolerations,
+                min_count=min_count,
             )
         )
     return tuple(pod_sets)

@@ -100,6 +100,27 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
             "non-negative",
         ),
         (["workloads", 0, "podsReadyAfter"], "later", "workloads[0].podsReadyAfter", "duration"),
+        (
+            ["workloads", 0, "podSets"],
+            [{"count": 4, "minCount": 5, "requests": {"nvidia.com/gpu": 1}}],
+            "workloads[0].podSets[0].minCount",
+            "range",
+        ),
+        (
+            ["workloads", 0, "podSets"],
+            [{"count": 4, "minCount": 0, "requests": {"nvidia.com/gpu": 1}}],
+            "workloads[0].podSets[0].minCount",
+            "range",
+        ),
+        (
+            ["workloads", 0, "podSets"],
+            [
+                {"name": "a", "count": 4, "minCount": 2, "requests": {"nvidia.com/gpu": 1}},
+                {"name": "b", "count": 4, "minCount": 2, "requests": {"nvidia.com/gpu": 1}},
+            ],
+            "workloads[0].podSets[1].minCount",
+            "one-min-count",
+        ),
         (["waitForPodsReady"], {"enable": "yes"}, "waitForPodsReady.enable", "type"),
         (
             ["waitForPodsReady"],

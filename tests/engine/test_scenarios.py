@@ -7,6 +7,7 @@ A file is a scenario (the format of ``manage.py admission_cycle``) plus:
     expect:
       admitted: {wl: {podSet: {resource: flavor}}}   # exactly these (new) admissions
       quotaReserved: {...}                           # reserved, waiting for checks
+      admittedCounts: {wl: {podSet: pods}}          # partial admission's counts
       preempted: [wl, ...]                           # exactly these victims
       pending: {wl: Reason}                          # or {wl: {reason: R, message: "substring"}}
 
@@ -36,7 +37,13 @@ def run(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     scenario = parse(document, str(path))
     scheduler = scheduler_for(scenario)
     result = run_cycles(scheduler, until_stable=cycle == "until-stable")
-    return report(scheduler, result), expect
+    actual = report(scheduler, result)
+    actual["admittedCounts"] = {
+        key.removeprefix("default/"): workload.admitted_counts
+        for key, workload in scheduler.workloads.items()
+        if workload.admitted_counts
+    }
+    return actual, expect
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
@@ -45,6 +52,8 @@ def test_scenario(path: Path) -> None:
     for key in ("admitted", "quotaReserved"):
         if key in expect:
             assert actual.get(key, {}) == expect[key], f"{key}: {actual.get(key)}"
+    for name, counts in (expect.get("admittedCounts") or {}).items():
+        assert actual["admittedCounts"].get(name) == counts, actual["admittedCounts"]
     if "preempted" in expect:
         assert actual["preempted"] == sorted(expect["preempted"]), actual["preempted"]
     for name, wanted in (expect.get("pending") or {}).items():

@@ -1,0 +1,57 @@
+"""What a scheduling cycle decides: admissions, reservations, preemptions and
+why each evaluated head stays pending; and the head being decided (Entry).
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from queues.engine.assign import Assignment
+from queues.engine.model import ClusterQueue, Workload
+from queues.engine.preemption import Reason, Target
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Why a workload is not admitted: a stable code and Kueue-style text."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Preemption:
+    victim: str
+    preemptor: str
+    reason: Reason
+    cluster_queue: str
+    message: str
+
+
+@dataclass
+class CycleResult:
+    admitted: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    reserved: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    preempted: list[Preemption] = field(default_factory=list)
+    evaluated: dict[str, Pending] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.admitted or self.reserved or self.preempted)
+
+    def merge(self, other: CycleResult) -> None:
+        self.admitted.update(other.admitted)
+        self.reserved.update(other.reserved)
+        self.preempted.extend(other.preempted)
+        self.evaluated.update(other.evaluated)
+
+
+@dataclass
+class Entry:
+    workload: Workload
+    queue: ClusterQueue
+    assignment: Assignment | None
+    targets: list[Target] = field(default_factory=list)
+    pending: Pending | None = None  # set when the head is inadmissible before assignment
