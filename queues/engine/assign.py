@@ -28,6 +28,7 @@ from queues.engine.model import (
     Workload,
 )
 from queues.engine.quota import Node
+from queues.engine.topology import Placer
 
 
 class Mode(IntEnum):
@@ -181,11 +182,19 @@ class FlavorAssigner:
     """Assigns flavors for one workload in one ClusterQueue against the tree's
     current usage. ``oracle`` simulates preemption for one flavor-resource."""
 
-    def __init__(self, policy: Policy, queue: ClusterQueue, node: Node, oracle: Oracle) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        queue: ClusterQueue,
+        node: Node,
+        oracle: Oracle,
+        placer: Placer | None = None,
+    ) -> None:
         self.policy = policy
         self.queue = queue
         self.node = node
         self.oracle = oracle
+        self.placer = placer
         self.group_of: dict[str, ResourceGroup] = {
             resource: group
             for group in queue.resource_groups
@@ -301,6 +310,14 @@ class FlavorAssigner:
                     worst = (r_mode, r_borrow)
             if worst is not None:
                 outcome.mode, outcome.borrow = worst
+            misplaced = (
+                self._misplaced(pod_set, flavor.name, outcome)
+                if outcome.mode is not Mode.NO_FIT
+                else None
+            )
+            if misplaced:
+                result.reasons.append(misplaced)
+                outcome.mode = Mode.NO_FIT
             if outcome.mode is Mode.NO_FIT:
                 exceeds = any(c.requested > c.potential for c in result.checks[first_check:])
                 attempts[flavor.name] = "ExceedsMaxQuota" if exceeds else "WaitingForQuota"
@@ -315,6 +332,23 @@ class FlavorAssigner:
         if best is None or best.mode is Mode.NO_FIT:
             return None
         return best
+
+    def _misplaced(self, pod_set: PodSet, flavor: str, outcome: FlavorOutcome) -> str | None:
+        """On a topology-aware flavor, why the pods would find no place (None:
+        they would). A head that needs preemption is checked as if the
+        flavor's nodes were empty: its victims free room the search cannot see."""
+        if self.placer is None or not self.placer.handles(flavor):
+            return None
+        placement = self.placer.place(
+            flavor,
+            pod_set.requests,
+            pod_set.count,
+            pod_set.topology_request,
+            empty=outcome.mode is not Mode.FIT,
+        )
+        if placement.placed:
+            return None
+        return self.placer.message(flavor, placement)
 
     def _fits_quota(
         self,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from queues.engine.topology import ClusterNode, Topology, TopologyRequest
+
 FlavorResource = tuple[str, str]  # (flavor, resource)
 
 
@@ -92,6 +94,7 @@ class ResourceFlavor:
     node_labels: dict[str, str] = field(default_factory=dict)
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None  # a Kueue Topology: placement-aware
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,8 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
     # Kueue's partial admission: as few as this many pods will do (None: all).
     min_count: int | None = None
+    # Pods together in one domain of a topology level (required or preferred).
+    topology_request: TopologyRequest | None = None
 
     def total(self, count: int | None = None) -> dict[str, int]:
         pods = self.count if count is None else count
@@ -209,6 +214,9 @@ class Workload:
     requeue_count: int = 0
     # Pods admitted per pod set when fewer than asked (partial admission).
     admitted_counts: dict[str, int] | None = None
+    # Where an admitted workload's pods are, per pod set: node -> pods (Kueue's
+    # topologyAssignment; None: placed by the engine when it admits).
+    topology_assignment: dict[str, dict[str, int]] | None = None
     # namespace/name, kept: the scheduler looks it up millions of times a replay.
     key: str = field(init=False, repr=False, compare=False)
 
@@ -284,3 +292,7 @@ class Policy:
         "LessThanInitialShare",
     )
     wait_for_pods_ready: WaitForPodsReady | None = None
+    # Topology-aware scheduling: Kueue's Topology objects, and the cluster's
+    # nodes that topology-aware flavors place pods on.
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    nodes: tuple[ClusterNode, ...] = ()

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from queues import rules as policy_rules
+from queues.engine.cluster_reading import read_nodes, read_topologies
 from queues.engine.configuration import CONFIGURATION_KEYS, read_configuration
 from queues.engine.generate import WorkloadClass, parse_generate
 from queues.engine.model import (
@@ -81,6 +82,8 @@ TOP_LEVEL = (
     "clusterQueues",
     "workloadPriorityClasses",
     *CONFIGURATION_KEYS,
+    "topologies",
+    "nodes",
     "workloads",
     "generate",
     "simulation",
@@ -194,6 +197,7 @@ def read_flavors(reader: Reader, raw: Any) -> dict[str, ResourceFlavor]:
             node_labels=read_labels(reader, f"{path}.nodeLabels", spec.get("nodeLabels")),
             node_taints=read_taints(reader, f"{path}.nodeTaints", spec.get("nodeTaints")),
             tolerations=read_tolerations(reader, f"{path}.tolerations", spec.get("tolerations")),
+            topology_name=spec.get("topologyName") or None,
         )
     return flavors
 
@@ -472,8 +476,17 @@ def parse(
         fair_sharing=configuration.fair_sharing,
         fair_sharing_strategies=configuration.fair_sharing_strategies,
         wait_for_pods_ready=configuration.wait_for_pods_ready,
+        topologies=read_topologies(reader, top.get("topologies"), unwrap),
+        nodes=read_nodes(reader, top.get("nodes")),
     )
     check_references(reader, policy)
+    for i, flavor in enumerate(flavors.values()):
+        if flavor.topology_name and flavor.topology_name not in policy.topologies:
+            reader.error(
+                f"resourceFlavors[{i}].topologyName",
+                "unknown-topology",
+                f"no topology named {flavor.topology_name!r} in topologies",
+            )
     workloads = [
         workload
         for i, entry in enumerate(reader.items("workloads", top.get("workloads")))

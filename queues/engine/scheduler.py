@@ -34,6 +34,7 @@ from queues.engine.model import (
     Workload,
 )
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
+from queues.engine.placement import fits_on_nodes, place_on_nodes, placer_for
 from queues.engine.preemption import REASON_TEXT, Preemptor, Target
 from queues.engine.queueing import PendingQueue
 from queues.engine.quota import QuotaTree
@@ -48,6 +49,7 @@ class Scheduler:
         self.policy = policy
         self.now = now
         self.tree = QuotaTree(policy)
+        self.placer = placer_for(policy)
         self.workloads: dict[str, Workload] = {}
         self.reserved: dict[str, dict[str, Workload]] = {name: {} for name in policy.cluster_queues}
         self.usage_of: dict[str, dict[FlavorResource, int]] = {}
@@ -121,11 +123,15 @@ class Scheduler:
         self.reserved[workload.cluster_queue][workload.key] = workload
         self.tree.add(workload.cluster_queue, usage)
         self.status.pop(workload.key, None)
+        if self.placer is not None:
+            place_on_nodes(self.placer, workload)
 
     def _release(self, workload: Workload) -> None:
         usage = self.usage_of.pop(workload.key, {})
         self.reserved[workload.cluster_queue].pop(workload.key, None)
         self.tree.remove(workload.cluster_queue, usage)
+        if self.placer is not None:
+            self.placer.release(workload.key)
         workload.admission = None
         workload.admitted_counts = None
         workload.admitted_at = None
@@ -292,7 +298,7 @@ class Scheduler:
             in_queue = any(t.workload.cluster_queue == queue.name for t in targets)
             return (Mode.PREEMPT if in_queue else Mode.RECLAIM), borrow
 
-        return FlavorAssigner(self.policy, queue, node, oracle).assign(workload)
+        return FlavorAssigner(self.policy, queue, node, oracle, self.placer).assign(workload)
 
     def apply_stop_policies(self) -> list[str]:
         """A stopped ClusterQueue (Kueue's workload controller): HoldAndDrain evicts
@@ -453,7 +459,7 @@ class Scheduler:
             return
         if not self._fits_without(
             queue.name, assignment.usage, [*victims.values(), *entry.targets]
-        ):
+        ) or (assignment.fits and not fits_on_nodes(self.placer, workload, assignment)):
             self._leave_pending(
                 entry,
                 Pending(

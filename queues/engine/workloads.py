@@ -12,6 +12,7 @@ from typing import Any
 from queues import names
 from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
 from queues.engine.reading import Reader, read_labels, read_seconds, read_tolerations
+from queues.engine.topology import TopologyRequest
 from queues.quantity import QuantityError, to_canonical
 
 WORKLOAD_FIELDS = (
@@ -27,9 +28,18 @@ WORKLOAD_FIELDS = (
     "podSets",
     "admission",
     "admittedAt",
+    "topologyAssignment",
     "admissionChecks",
 )
-POD_SET_FIELDS = ("name", "count", "minCount", "requests", "nodeSelector", "tolerations")
+POD_SET_FIELDS = (
+    "name",
+    "count",
+    "minCount",
+    "requests",
+    "nodeSelector",
+    "tolerations",
+    "topologyRequest",
+)
 
 
 def read_priority(reader: Reader, path: str, value: Any, priorities: Mapping[str, int]) -> int:
@@ -67,6 +77,41 @@ def read_requests(reader: Reader, path: str, raw: Any) -> dict[str, int]:
             continue
         requests[resource] = value
     return requests
+
+
+def read_topology_request(reader: Reader, path: str, raw: Any) -> TopologyRequest | None:
+    """Kueue's ``topologyRequest``: ``required`` or ``preferred``, a level's node label."""
+    block = reader.mapping(path, raw, ("required", "preferred"))
+    if not block:
+        return None
+    if len(block) != 1:
+        reader.error(path, "one-of", "give either required or preferred, not both")
+        return None
+    ((kind, level),) = block.items()
+    if not isinstance(level, str) or not level:
+        reader.error(f"{path}.{kind}", "required", "must name a topology level's node label")
+        return None
+    return TopologyRequest(level, required=kind == "required")
+
+
+def read_topology_assignment(
+    reader: Reader, path: str, raw: Any, pod_sets: tuple[PodSet, ...]
+) -> dict[str, dict[str, int]] | None:
+    """Where a snapshot's pods run: ``{podSet: {node: pods}}``."""
+    if raw is None:
+        return None
+    block = reader.mapping(path, raw, tuple(p.name for p in pod_sets))
+    found: dict[str, dict[str, int]] = {}
+    for pod_set, nodes in block.items():
+        if not isinstance(nodes, Mapping):
+            reader.error(f"{path}.{pod_set}", "type", "must map node names to pod counts")
+            continue
+        for node, pods in nodes.items():
+            if isinstance(pods, bool) or not isinstance(pods, int) or pods < 1:
+                reader.error(f"{path}.{pod_set}.{node}", "range", "must be a count of pods")
+                continue
+            found.setdefault(pod_set, {})[str(node)] = pods
+    return found
 
 
 def read_pod_sets(reader: Reader, path: str, raw: Any) -> tuple[PodSet, ...]:
@@ -107,6 +152,9 @@ def read_pod_sets(reader: Reader, path: str, raw: Any) -> tuple[PodSet, ...]:
                 ),
                 tolerations=tolerations,
                 min_count=min_count,
+                topology_request=read_topology_request(
+                    reader, f"{item_path}.topologyRequest", spec.get("topologyRequest")
+                ),
             )
         )
     return tuple(pod_sets)
@@ -278,6 +326,11 @@ def parse_workload(
         or 0.0,
         admission=admission,
         admitted_at=admitted_at if admission is not None else None,
+        topology_assignment=read_topology_assignment(
+            reader, f"{path}.topologyAssignment", spec.get("topologyAssignment"), pod_sets
+        )
+        if admission is not None
+        else None,
     )
     workload.check_states = read_check_states(
         reader,

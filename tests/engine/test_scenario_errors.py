@@ -101,6 +101,49 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
         ),
         (["workloads", 0, "podsReadyAfter"], "later", "workloads[0].podsReadyAfter", "duration"),
         (
+            ["resourceFlavors", 0, "topologyName"],
+            "nope",
+            "resourceFlavors[0].topologyName",
+            "unknown-topology",
+        ),
+        (["topologies"], [{"name": "t", "levels": []}], "topologies[0].levels", "required"),
+        (
+            ["topologies"],
+            [
+                {
+                    "name": "t",
+                    "levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}],
+                }
+            ],
+            "topologies[0].levels",
+            "hostname-last",
+        ),
+        (
+            ["topologies"],
+            [{"name": "t", "levels": [{"label": "rack"}]}],
+            "topologies[0].levels[0].label",
+            "unknown-field",
+        ),
+        (["nodes"], [{"name": "n", "count": 0, "capacity": {"cpu": 1}}], "nodes[0].count", "range"),
+        (["nodes"], [{"name": "n"}], "nodes[0].capacity", "required"),
+        (
+            ["nodes"],
+            [{"name": "n", "capacity": {"cpu": "lots"}}],
+            "nodes[0].capacity.cpu",
+            "quantity-format",
+        ),
+        (
+            ["workloads", 0, "podSets"],
+            [
+                {
+                    "requests": {"nvidia.com/gpu": 1},
+                    "topologyRequest": {"required": "rack", "preferred": "rack"},
+                }
+            ],
+            "workloads[0].podSets[0].topologyRequest",
+            "one-of",
+        ),
+        (
             ["workloads", 0, "podSets"],
             [{"count": 4, "minCount": 5, "requests": {"nvidia.com/gpu": 1}}],
             "workloads[0].podSets[0].minCount",

@@ -8,6 +8,7 @@ A file is a scenario (the format of ``manage.py admission_cycle``) plus:
       admitted: {wl: {podSet: {resource: flavor}}}   # exactly these (new) admissions
       quotaReserved: {...}                           # reserved, waiting for checks
       admittedCounts: {wl: {podSet: pods}}          # partial admission's counts
+      placedOn: {wl: {node: pods}}                   # topology-aware placement
       preempted: [wl, ...]                           # exactly these victims
       pending: {wl: Reason}                          # or {wl: {reason: R, message: "substring"}}
 
@@ -43,6 +44,11 @@ def run(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         for key, workload in scheduler.workloads.items()
         if workload.admitted_counts
     }
+    placer = scheduler.placer
+    actual["placedOn"] = {
+        key.removeprefix("default/"): nodes
+        for key, nodes in (placer.pods_on if placer else {}).items()
+    }
     return actual, expect
 
 
@@ -52,6 +58,8 @@ def test_scenario(path: Path) -> None:
     for key in ("admitted", "quotaReserved"):
         if key in expect:
             assert actual.get(key, {}) == expect[key], f"{key}: {actual.get(key)}"
+    for name, nodes in (expect.get("placedOn") or {}).items():
+        assert actual["placedOn"].get(name) == nodes, actual["placedOn"]
     for name, counts in (expect.get("admittedCounts") or {}).items():
         assert actual["admittedCounts"].get(name) == counts, actual["admittedCounts"]
     if "preempted" in expect:

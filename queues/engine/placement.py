@@ -1,0 +1,67 @@
+"""Between the scheduler and the topology placer: which flavors place pods on
+nodes, and where an admitted workload's pods go.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from queues.engine.assign import Assignment
+from queues.engine.model import Policy, Workload
+from queues.engine.topology import Placer
+
+
+def placer_for(policy: Policy) -> Placer | None:
+    """A placer for the flavors that name a topology, with the nodes each
+    selects by its node labels; None when no flavor is topology-aware."""
+    aware = {
+        name: policy.topologies[flavor.topology_name]
+        for name, flavor in policy.flavors.items()
+        if flavor.topology_name and flavor.topology_name in policy.topologies
+    }
+    if not aware:
+        return None
+    nodes = {
+        name: [
+            node
+            for node in policy.nodes
+            if all(node.labels.get(k) == v for k, v in policy.flavors[name].node_labels.items())
+        ]
+        for name in aware
+    }
+    return Placer(aware, nodes)
+
+
+def _pod_set_flavor(flavors: dict[str, str]) -> str | None:
+    return next(iter(flavors.values()), None)
+
+
+def place_on_nodes(placer: Placer, workload: Workload) -> None:
+    """Hold node room for an admitted workload's pods on topology-aware flavors
+    (where they fit; a snapshot may hold more than the nodes have)."""
+    counts = workload.admitted_counts or {}
+    for pod_set in workload.pod_sets:
+        flavor = _pod_set_flavor((workload.admission or {}).get(pod_set.name, {}))
+        if flavor is None or not placer.handles(flavor):
+            continue
+        given = (workload.topology_assignment or {}).get(pod_set.name)
+        if given is None:
+            count = counts.get(pod_set.name, pod_set.count)
+            given = placer.place(flavor, pod_set.requests, count, pod_set.topology_request).nodes
+        placer.hold(workload.key, pod_set.requests, given)
+
+
+def fits_on_nodes(placer: Placer | None, workload: Workload, assignment: Assignment) -> bool:
+    """Whether the pods still find room, after what this cycle admitted before."""
+    if placer is None:
+        return True
+    counts = assignment.counts or {}
+    flavors = assignment.flavors()
+    for pod_set in workload.pod_sets:
+        flavor = _pod_set_flavor(flavors.get(pod_set.name, {}))
+        if flavor is None or not placer.handles(flavor):
+            continue
+        count = counts.get(pod_set.name, pod_set.count)
+        if not placer.place(flavor, pod_set.requests, count, pod_set.topology_request).placed:
+            return False
+    return True

@@ -1,0 +1,192 @@
+"""Topology-aware placement: where a pod set's pods would go on the nodes of a
+flavor that names a Kueue Topology (levels such as block, rack, host, from node
+labels), so that a gang that fits the quota but not in one rack is not
+promised a start.
+
+A pod set may ask for its pods to share a domain at a level, required
+(``topologyRequest.required``: all in one, or it does not fit) or preferred
+(that level if it can, else the next level up, else anywhere in the flavor);
+without a request its pods go anywhere the nodes have room. Among the domains
+that can hold every pod, the one with the least room is taken (best fit, as
+Kueue's default), ties by name; within it the nodes with the most room fill
+first. Simplifications against Kueue: no slices, leaders or balanced
+placement, and a head that needs preemption is checked against the flavor's
+nodes as if empty (Kueue's simulate-empty check) rather than with its victims
+gone.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    name: str
+    levels: tuple[str, ...]  # node labels, widest domain first
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterNode:
+    name: str
+    labels: dict[str, str]
+    capacity: dict[str, int]  # allocatable, in the engine's canonical units
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    level: str
+    required: bool
+
+
+@dataclass
+class Placement:
+    """Pods per node for one pod set; ``fits`` is how many of ``wanted`` the
+    best domain could hold (all of them when ``nodes`` is set)."""
+
+    wanted: int
+    fits: int
+    nodes: dict[str, int] = field(default_factory=dict)
+    missing_level: str | None = None  # the request names a level the topology lacks
+
+    @property
+    def placed(self) -> bool:
+        return bool(self.nodes) or self.wanted == 0
+
+
+class Placer:
+    """The free room of every node of the topology-aware flavors, and where
+    each admitted workload's pods are."""
+
+    def __init__(
+        self,
+        topologies: Mapping[str, Topology],  # flavor name -> its topology
+        nodes: Mapping[str, list[ClusterNode]],  # flavor name -> the nodes it selects
+    ) -> None:
+        self.topologies = dict(topologies)
+        self.nodes = {flavor: list(found) for flavor, found in nodes.items()}
+        self.used: dict[str, dict[str, int]] = {}  # node -> resource -> amount
+        self.held: dict[str, list[tuple[str, dict[str, int]]]] = {}  # workload -> usage
+        self.pods_on: dict[str, dict[str, int]] = {}  # workload -> node -> pods
+
+    def handles(self, flavor: str) -> bool:
+        return flavor in self.topologies
+
+    # ---------------------------------------------------------- placement
+
+    def place(
+        self,
+        flavor: str,
+        per_pod: Mapping[str, int],
+        count: int,
+        request: TopologyRequest | None,
+        *,
+        empty: bool = False,
+    ) -> Placement:
+        topology = self.topologies[flavor]
+        if request is not None and request.level not in topology.levels:
+            return Placement(count, 0, missing_level=request.level)
+        room = {node.name: self._pods_fit(node, per_pod, empty) for node in self._eligible(flavor)}
+        placement = Placement(count, 0)
+        for level in _levels_to_try(topology, request):
+            domains = self._domains(flavor, topology, level, room)
+            for _, members in sorted(domains.items(), key=lambda d: (_room(d[1], room), d[0])):
+                total = _room(members, room)
+                placement.fits = max(placement.fits, total)
+                if total >= count:
+                    placement.fits = count
+                    placement.nodes = _fill(members, room, count)
+                    return placement
+        return placement
+
+    def message(self, flavor: str, placement: Placement) -> str:
+        name = self.topologies[flavor].name
+        if placement.missing_level is not None:
+            return f'topology "{name}" has no level "{placement.missing_level}"'
+        if placement.fits == 0:
+            return f'topology "{name}" doesn\'t allow to fit any of {placement.wanted} pod(s)'
+        return (
+            f'topology "{name}" allows to fit only {placement.fits} out of '
+            f"{placement.wanted} pod(s)"
+        )
+
+    def _eligible(self, flavor: str) -> Iterable[ClusterNode]:
+        levels = self.topologies[flavor].levels
+        for node in self.nodes.get(flavor, []):
+            if all(level == HOSTNAME or level in node.labels for level in levels):
+                yield node
+
+    def _pods_fit(self, node: ClusterNode, per_pod: Mapping[str, int], empty: bool) -> int:
+        used = {} if empty else self.used.get(node.name, {})
+        fits: int | None = None
+        for resource, amount in per_pod.items():
+            if amount <= 0:
+                continue
+            free = node.capacity.get(resource, 0) - used.get(resource, 0)
+            pods = max(0, free) // amount
+            fits = pods if fits is None else min(fits, pods)
+        return fits if fits is not None else 10**9  # asks for nothing a node counts
+
+    def _domains(
+        self, flavor: str, topology: Topology, level: int, room: Mapping[str, int]
+    ) -> dict[tuple[str, ...], list[str]]:
+        """Nodes grouped by their domain at ``level`` (-1: the whole flavor)."""
+        domains: dict[tuple[str, ...], list[str]] = {}
+        for node in self._eligible(flavor):
+            if node.name not in room:
+                continue
+            path = tuple(
+                node.name if label == HOSTNAME else node.labels[label]
+                for label in topology.levels[: level + 1]
+            )
+            domains.setdefault(path, []).append(node.name)
+        return domains
+
+    # ------------------------------------------------------------- usage
+
+    def hold(self, key: str, per_pod: Mapping[str, int], nodes: Mapping[str, int]) -> None:
+        for node, pods in nodes.items():
+            usage = {resource: amount * pods for resource, amount in per_pod.items()}
+            used = self.used.setdefault(node, {})
+            for resource, amount in usage.items():
+                used[resource] = used.get(resource, 0) + amount
+            self.held.setdefault(key, []).append((node, usage))
+            placed = self.pods_on.setdefault(key, {})
+            placed[node] = placed.get(node, 0) + pods
+
+    def release(self, key: str) -> None:
+        self.pods_on.pop(key, None)
+        for node, usage in self.held.pop(key, []):
+            used = self.used.get(node, {})
+            for resource, amount in usage.items():
+                used[resource] = used.get(resource, 0) - amount
+
+
+def _levels_to_try(topology: Topology, request: TopologyRequest | None) -> list[int]:
+    if request is None:
+        return [-1]
+    index = topology.levels.index(request.level)
+    if request.required:
+        return [index]
+    return [*range(index, -1, -1), -1]
+
+
+def _room(members: list[str], room: Mapping[str, int]) -> int:
+    return sum(room[name] for name in members)
+
+
+def _fill(members: list[str], room: Mapping[str, int], count: int) -> dict[str, int]:
+    placed: dict[str, int] = {}
+    for name in sorted(members, key=lambda n: (-room[n], n)):
+        if count <= 0:
+            break
+        take = min(room[name], count)
+        if take:
+            placed[name] = take
+            count -= take
+    return placed
