@@ -284,6 +284,9 @@ SPECTACULAR_SETTINGS = {
             "FungibilityPreference",
             "StopPolicy",
             "TeamRole",
+            "AdmissionMode",
+            "PreemptionStrategy",
+            "RequeuingTimestamp",
         )
     }
     | {name: f"jobs.models.requests.{name}" for name in ("JobKind", "JobState")}

@@ -13,6 +13,7 @@ from django.http import Http404
 from queues import selectors, services, snapshots
 from queues.api import serializers
 from queues.choices import (
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     CapacityType,
     FungibilityAction,
@@ -245,6 +246,16 @@ CLUSTER_QUEUE = Kind(
             _QUEUEING,
             nullable=True,
             help="empty: no threshold",
+        ),
+        Field(
+            "admission_mode",
+            "Admission fair sharing",
+            "select",
+            _QUEUEING,
+            choices_of(AdmissionMode),
+            help="UsageBasedAdmissionFairSharing lets the LocalQueues of this queue that "
+            "used less lately go first; it needs admission fair sharing on in the Kueue "
+            "configuration (until then Kueue takes it and orders as without it)",
         ),
         Field(
             "when_can_borrow",

@@ -6,7 +6,10 @@ fills in and the LocalQueues Berth generates all behave exactly as they would
 on Apply, and nothing stays behind (no policy row, no history entry, no
 reconcile: ``on_commit`` hooks of a rolled-back transaction never run). The
 Kueue objects rendered before and after are compared object by object
-(``queues.kueue.plan.make_plan``) and field by field (``leaf_changes``).
+(``queues.kueue.plan.make_plan``) and field by field (``leaf_changes``). What
+the configured cluster takes by hand (Kueue's manager ConfigMap on a real
+cluster) shows as a ``manual`` change with its instructions; a ConfigMap's YAML
+is compared key by key, not as one long string.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from django.db import transaction
 
-from queues.kueue.plan import CREATE, UNCHANGED, UPDATE, make_plan
+from queues.kueue.plan import CREATE, MANUAL, UNCHANGED, UPDATE, make_plan
 from queues.kueue.render import POLICY_HASH, to_yaml_documents
-from queues.reconcile import desired_objects
+from queues.reconcile import configured_manual_steps, desired_objects
 from queues.services.common import policy_write
 
 
@@ -130,10 +134,30 @@ class PolicyPlan:
         return counts
 
 
-def compare(before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, Any]]) -> PolicyPlan:
+def _readable(obj: Mapping[str, Any] | None) -> Any:
+    """``obj`` with each ConfigMap data value that is a YAML mapping parsed, so
+    a change reads ``data.controller_manager_config.yaml.waitForPodsReady.timeout``."""
+    if obj is None or not isinstance(obj.get("data"), Mapping):
+        return obj
+    data: dict[str, Any] = {}
+    for key, text in obj["data"].items():
+        try:
+            parsed = yaml.safe_load(text) if isinstance(text, str) else None
+        except yaml.YAMLError:
+            parsed = None
+        data[key] = parsed if isinstance(parsed, dict) else text
+    return {**obj, "data": data}
+
+
+def compare(
+    before: Iterable[Mapping[str, Any]],
+    after: Iterable[Mapping[str, Any]],
+    manual: Mapping[str, str] | None = None,
+) -> PolicyPlan:
     """The rendered policy before and after an edit, as the reconciler would see
-    it if the cluster held exactly ``before``."""
-    plan = make_plan(after, before)
+    it if the cluster held exactly ``before``. ``manual``: kind -> instructions,
+    for what the configured cluster takes by hand."""
+    plan = make_plan(after, before, manual=manual)
     changes: list[ObjectChange] = []
     unchanged = 0
     for change in plan.changes:
@@ -143,11 +167,16 @@ def compare(before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[str, An
         elif change.action == CREATE:
             manifest = to_yaml_documents([change.desired or {}])
             changes.append(ObjectChange(CREATE, *base, manifest=manifest, note=change.note))
-        elif change.action == UPDATE:
+        elif change.action == UPDATE or (change.action == MANUAL and change.actual is not None):
             fields = tuple(
-                c for c in leaf_changes(change.actual, change.desired) if c.path != HASH_PATH
+                c
+                for c in leaf_changes(_readable(change.actual), _readable(change.desired))
+                if c.path != HASH_PATH
             )
-            changes.append(ObjectChange(UPDATE, *base, fields=fields, note=change.note))
+            changes.append(ObjectChange(change.action, *base, fields=fields, note=change.note))
+        elif change.action == MANUAL:
+            manifest = to_yaml_documents([change.desired or {}])
+            changes.append(ObjectChange(MANUAL, *base, manifest=manifest, note=change.note))
         else:
             changes.append(ObjectChange(change.action, *base, note=change.note))
     return PolicyPlan(tuple(changes), unchanged)
@@ -167,4 +196,4 @@ def dry_run(write: Callable[[], object]) -> PolicyPlan:
             after = desired_objects()
         # Always undo: the write, its history entry and its on_commit reconcile.
         transaction.set_rollback(True)
-    return compare(before, after)
+    return compare(before, after, configured_manual_steps())

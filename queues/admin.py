@@ -18,6 +18,7 @@ from queues import snapshots
 from queues.models import (
     ClusterQueue,
     Cohort,
+    KueueConfiguration,
     LocalQueue,
     PolicyChange,
     QueueClass,
@@ -122,6 +123,16 @@ class QueueClassAdmin(ReadOnlyAdmin):
         "gang_required",
         "default_priority_class",
     ]
+
+
+@admin.register(KueueConfiguration)
+class KueueConfigurationAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "revision", "updated_at"]
+    fields = readonly_fields = ("revision", "updated_at", "settings")
+
+    @admin.display(description="Settings (Kueue's shape)")
+    def settings(self, obj: KueueConfiguration) -> str:
+        return _pretty(snapshots.kueue_configuration(obj))
 
 
 @admin.register(PolicyChange)

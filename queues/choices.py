@@ -49,6 +49,47 @@ class StopPolicy(models.TextChoices):
     HOLD_AND_DRAIN = "HoldAndDrain"
 
 
+class AdmissionMode(models.TextChoices):
+    """A ClusterQueue's ``spec.admissionScope.admissionMode``; empty leaves the
+    admission scope out (Kueue then orders by priority and time only)."""
+
+    NONE = "", "(none)"
+    USAGE_BASED = (
+        "UsageBasedAdmissionFairSharing",
+        "UsageBasedAdmissionFairSharing: LocalQueues that used less go first",
+    )
+    NO_FAIR_SHARING = (
+        "NoAdmissionFairSharing",
+        "NoAdmissionFairSharing: priority and arrival order only",
+    )
+
+
+class PreemptionStrategy(models.TextChoices):
+    """One fair-sharing preemption strategy of Kueue's configuration."""
+
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+class PreemptionStrategies(models.TextChoices):
+    """The lists of fair-sharing preemption strategies Kueue accepts, comma-joined
+    in order (its configuration refuses any other list)."""
+
+    FINAL_THEN_INITIAL = (
+        "LessThanOrEqualToFinalShare,LessThanInitialShare",
+        "LessThanOrEqualToFinalShare, then LessThanInitialShare (Kueue's default)",
+    )
+    FINAL_SHARE = "LessThanOrEqualToFinalShare", "LessThanOrEqualToFinalShare only"
+    INITIAL_SHARE = "LessThanInitialShare", "LessThanInitialShare only"
+
+
+class RequeuingTimestamp(models.TextChoices):
+    """Which time orders a workload Kueue requeued after waitForPodsReady evicted it."""
+
+    EVICTION = "Eviction", "Eviction: the time it was evicted"
+    CREATION = "Creation", "Creation: the time it was created"
+
+
 class PolicyKind(models.TextChoices):
     """The kinds of policy object whose changes are recorded in history."""
 
@@ -60,6 +101,7 @@ class PolicyKind(models.TextChoices):
     LOCAL_QUEUE = "local-queue", "LocalQueue"
     PRIORITY_CLASS = "priority-class", "WorkloadPriorityClass"
     QUEUE_CLASS = "queue-class", "Queue class"
+    KUEUE_CONFIGURATION = "kueue-configuration", "Kueue configuration"
 
 
 class ChangeAction(models.TextChoices):

@@ -7,6 +7,10 @@ longer wanted (see ``queues.kueue.plan`` for the safety rules). One reconciler
 at a time (an advisory lock); every run is recorded. Transient API errors are
 retried with backoff; an object the server refuses is recorded with the
 server's message and does not stop the others.
+
+Kueue's manager ConfigMap is applied only where the backend says it may
+(``writes_kueue_manager_config``: the embedded cluster); elsewhere it is a
+``manual`` change in the plan, never written, read or pruned.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
-from queues.backends import get_backend
+from queues.backends import configured_backend_writes_kueue_manager_config, get_backend
 from queues.backends.base import (
     POLICY_KINDS,
     TYPES,
@@ -29,19 +33,21 @@ from queues.backends.base import (
     KueueNotInstalled,
 )
 from queues.backends.retry import with_retries
+from queues.kueue import manager_config
 from queues.kueue.bundle import current_bundle
 from queues.kueue.plan import (
     CONFLICT,
     CREATE,
     DELETE,
     DRAIN,
+    MANUAL,
     UPDATE,
     Change,
     Plan,
     make_plan,
     satisfies,
 )
-from queues.kueue.render import KUEUE_VERSION, render
+from queues.kueue.render import KUEUE_VERSION, MANUAL_STEP, render
 from queues.locks import try_lock
 from queues.models import DriftRecord, PolicyChange, ReconcileRun
 
@@ -89,6 +95,30 @@ def desired_objects() -> list[dict[str, Any]]:
     return render(current_bundle())
 
 
+def manual_steps(writes_kueue_manager_config: bool) -> dict[str, str]:
+    """Kind -> instructions, for what a person applies on this kind of cluster."""
+    if writes_kueue_manager_config:
+        return {}
+    return {"ConfigMap": manager_config.MANUAL_STEP}
+
+
+def configured_manual_steps() -> dict[str, str]:
+    return manual_steps(configured_backend_writes_kueue_manager_config())
+
+
+def manifest_objects() -> list[dict[str, Any]]:
+    """The rendered bundle as the configured cluster takes it: what a person
+    applies by hand there carries ``berth.dev/manual-step`` saying how (and the
+    YAML form writes it as comments, so applying the file never applies it)."""
+    steps = configured_manual_steps()
+    objects = desired_objects()
+    for obj in objects:
+        note = steps.get(obj["kind"])
+        if note:
+            obj["metadata"].setdefault("annotations", {})[MANUAL_STEP] = note
+    return objects
+
+
 class _Calls:
     """Cluster calls of one run, retried when the error is transient (reads too:
     one 503 on a list must not fail the run), and counted."""
@@ -121,11 +151,22 @@ def actual_objects(backend: ClusterBackend, calls: _Calls | None = None) -> list
     for kind in POLICY_KINDS:
         items, _ = calls.read(partial(backend.list, TYPES[kind]))
         objects.extend(items)
+    if backend.writes_kueue_manager_config:
+        # One object by name, not a list: Berth has no business with other ConfigMaps.
+        found = calls.read(
+            partial(backend.get, TYPES["ConfigMap"], manager_config.NAME, manager_config.NAMESPACE)
+        )
+        if found is not None:
+            objects.append(found)
     return objects
 
 
 def compute_plan(backend: ClusterBackend, calls: _Calls | None = None) -> Plan:
-    return make_plan(desired_objects(), actual_objects(backend, calls))
+    return make_plan(
+        desired_objects(),
+        actual_objects(backend, calls),
+        manual=manual_steps(backend.writes_kueue_manager_config),
+    )
 
 
 def _drain_body(change: Change) -> dict[str, Any]:
@@ -375,3 +416,6 @@ def _run(backend: ClusterBackend, run: ReconcileRun, dry_run: bool) -> None:
                 if not dry_run
                 else f"{len(run.changes)} change(s) planned"
             )
+    manual = sum(1 for change in run.changes if change["action"] == MANUAL)
+    if manual:
+        run.message += f"; {manual} manual step(s) for an admin of the cluster (see changes)"

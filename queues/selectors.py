@@ -11,6 +11,7 @@ from queues.choices import PolicyKind, TeamRole
 from queues.models import (
     ClusterQueue,
     Cohort,
+    KueueConfiguration,
     LocalQueue,
     PolicyChange,
     QueueClass,
@@ -20,6 +21,7 @@ from queues.models import (
     TeamMembership,
     WorkloadPriorityClass,
 )
+from queues.models.kueue_configuration import SINGLETON_ID
 
 _QUOTAS = Prefetch("quotas", queryset=Quota.objects.select_related("flavor"))
 
@@ -52,6 +54,13 @@ def priority_classes() -> QuerySet[WorkloadPriorityClass]:
 
 def queue_classes() -> QuerySet[QueueClass]:
     return QueueClass.objects.select_related("default_priority_class")
+
+
+def kueue_configuration() -> KueueConfiguration:
+    """The stored Kueue manager configuration, or Kueue's defaults at revision 0
+    before anyone saved one (then Berth renders no ConfigMap for it)."""
+    stored = KueueConfiguration.objects.filter(pk=SINGLETON_ID).first()
+    return stored or KueueConfiguration.unsaved()
 
 
 def team_ids_of(user: Any, *, roles: tuple[str, ...] = tuple(TeamRole.values)) -> set[int]:

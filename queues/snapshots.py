@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from queues.durations import format_go
 from queues.models import (
     ClusterQueue,
     Cohort,
+    KueueConfiguration,
     LocalQueue,
     QueueClass,
     Quota,
@@ -132,6 +134,7 @@ def cluster_queue(obj: ClusterQueue) -> dict[str, Any]:
         "when_can_preempt": obj.when_can_preempt,
         "flavor_fungibility_preference": obj.flavor_fungibility_preference,
         "stop_policy": obj.stop_policy,
+        "admission_mode": obj.admission_mode,
         "resource_groups": resource_groups_from_quotas(_quotas(obj)),
     }
 
@@ -165,4 +168,41 @@ def queue_class(obj: QueueClass) -> dict[str, Any]:
         "spot_allowed": obj.spot_allowed,
         "max_runtime_seconds": obj.max_runtime_seconds,
         "max_retries": obj.max_retries,
+    }
+
+
+def _go(nanoseconds: int | None) -> str | None:
+    return format_go(nanoseconds) if nanoseconds is not None else None
+
+
+def kueue_configuration(obj: KueueConfiguration) -> dict[str, Any]:
+    """Kueue's own camelCase shape (what ``PUT policy/kueue-configuration/``
+    takes): a section that is off is null; durations are Go durations."""
+    admission_fair_sharing = None
+    if obj.admission_fair_sharing_enable:
+        admission_fair_sharing = {
+            "usageHalfLifeTime": _go(obj.usage_half_life_time_ns),
+            "usageSamplingInterval": _go(obj.usage_sampling_interval_ns),
+        }
+    wait_for_pods_ready = None
+    if obj.wait_for_pods_ready_enable:
+        wait_for_pods_ready = {
+            "enable": True,
+            "timeout": _go(obj.wait_for_pods_ready_timeout_ns),
+            "blockAdmission": obj.block_admission,
+            "requeuingStrategy": {
+                "timestamp": obj.requeuing_timestamp,
+                "backoffLimitCount": obj.backoff_limit_count,
+                "backoffBaseSeconds": obj.backoff_base_seconds,
+                "backoffMaxSeconds": obj.backoff_max_seconds,
+            },
+            "recoveryTimeout": _go(obj.recovery_timeout_ns),
+        }
+    return {
+        "fairSharing": {
+            "enable": obj.fair_sharing_enable,
+            "preemptionStrategies": obj.fair_sharing_preemption_strategies.split(","),
+        },
+        "admissionFairSharing": admission_fair_sharing,
+        "waitForPodsReady": wait_for_pods_ready,
     }

@@ -30,6 +30,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 
 from accounts.roles import is_platform_admin
+from frontend.kueue_config_form import summary as kueue_summary
 from frontend.policy_forms import (
     changes,
     form_sections,
@@ -55,6 +56,7 @@ from queues import selectors, snapshots
 from queues.choices import (
     CapacityType,
     ChangeAction,
+    PolicyKind,
 )
 from queues.errors import FieldError, PolicyConflict, PolicyInvalid
 from queues.models import (
@@ -96,18 +98,20 @@ def history_rows(
         link = None
         if slug is not None and entry.object_name in existing.get(slug, set()):
             link = reverse("policy-edit", args=[slug, entry.object_name])
+        elif entry.kind == PolicyKind.KUEUE_CONFIGURATION:
+            link = reverse("kueue-configuration-editor")
         rows.append({"entry": entry, "changes": describe(entry), "link": link})
     return rows
 
 
-def _applied(request: HttpRequest, kind: Kind | None = None, name: str = "") -> Any:
+def applied_banner(request: HttpRequest, policy_kind: str | None = None, name: str = "") -> Any:
     """The history entry an Apply just made (``?applied=<id>``), for the banner."""
     wanted = request.GET.get("applied", "")
     if not wanted.isdigit():
         return None
     entries = selectors.history_for(request.user).filter(pk=int(wanted))
-    if kind is not None:
-        entries = entries.filter(kind=kind.policy_kind, object_name=name)
+    if policy_kind is not None:
+        entries = entries.filter(kind=policy_kind, object_name=name)
     entry = entries.first()
     if entry is None:
         return None
@@ -160,13 +164,17 @@ def policy_index(request: HttpRequest) -> HttpResponse:
         snapshot = snapshots.cluster_queue(queue)
         queues.append({**snapshot, "revision": queue.revision, "quotas": _quota_rows(snapshot)})
     history = paginate(request, selectors.history_for(request.user), HISTORY_PAGE_SIZE)
+    configuration = selectors.kueue_configuration()
     context = {
+        "kueue_summary": kueue_summary(snapshots.kueue_configuration(configuration)),
+        "kueue_saved": configuration.is_saved,
+        "kueue_revision": configuration.revision,
         "flavors": flavors,
         "cohorts": cohorts,
         "queues": queues,
         "history": history,
         "history_rows": history_rows(list(history.object_list)),
-        "applied": _applied(request),
+        "applied": applied_banner(request),
         "capacity_types": choices_of(CapacityType)(None),
         "cohort_options": names_of(lambda: Cohort.objects.all(), "(none)")(None),
         "team_options": names_of(lambda: Team.objects.all(), "(shared by all teams)", field="slug")(
@@ -226,7 +234,7 @@ def _render(request: HttpRequest, editor: Editor) -> HttpResponse:
         "message": editor.message,
         "deleting": editor.deleting,
         "history": history,
-        "applied": _applied(request, kind, name) if obj is not None else None,
+        "applied": applied_banner(request, kind.policy_kind, name) if obj is not None else None,
         "tolerations": (
             "\n".join(str(t) for t in obj.tolerations) if isinstance(obj, ResourceFlavor) else ""
         ),
@@ -256,7 +264,8 @@ def _refused(editor: Editor, exc: Exception) -> Editor:
     return editor
 
 
-def _revision(post: QueryDict) -> int | None:
+def posted_revision(post: QueryDict) -> int:
+    """The revision the form was opened at (its hidden input)."""
     raw = post.get("revision", "")
     if not raw.strip().isdigit():
         raise PolicyInvalid.single(
@@ -286,7 +295,7 @@ def policy_edit(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     post = request.POST
     action = post.get("action", "plan")
     try:
-        editor.revision = _revision(post)
+        editor.revision = posted_revision(post)
     except PolicyInvalid as exc:
         return _render(request, _refused(editor, exc))
     revision = editor.revision

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from accounts.permissions import PlatformAdminOnly
 from queues.kueue.render import to_yaml_documents
 from queues.models import ReconcileRun
-from queues.reconcile import desired_objects, policy_version
+from queues.reconcile import manifest_objects, policy_version
 
 
 def _finished_run(result: Any) -> ReconcileRun | None:
@@ -93,7 +93,12 @@ class YamlDocumentsRenderer(BaseRenderer):
 
 class ManifestsView(APIView):
     """The whole rendered bundle: ``application/yaml`` (multi-document) by
-    default, JSON with ``Accept: application/json`` or ``?format=json``."""
+    default, JSON with ``Accept: application/json`` or ``?format=json``.
+
+    On a real cluster Kueue's manager ConfigMap is a manual step: in JSON it
+    carries the annotation ``berth.dev/manual-step`` saying what to do, in YAML
+    it is written as comments (so ``kubectl apply -f`` never overwrites Kueue's
+    own ConfigMap)."""
 
     permission_classes = [IsAuthenticated]
     renderer_classes = [YamlDocumentsRenderer, JSONRenderer]
@@ -105,7 +110,7 @@ class ManifestsView(APIView):
         }
     )
     def get(self, request: Request) -> Response:
-        return Response(desired_objects())
+        return Response(manifest_objects())
 
 
 class PlanView(APIView):

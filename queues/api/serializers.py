@@ -15,6 +15,7 @@ from rest_framework import serializers
 from queues import snapshots
 from queues.api.fields import QuantityField, StrictSerializer, WeightField, choice
 from queues.choices import (
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     CapacityType,
     FungibilityAction,
@@ -160,6 +161,7 @@ class ClusterQueueSerializer(PolicySerializer):
     when_can_preempt = choice(FungibilityAction, required=False)
     flavor_fungibility_preference = choice(FungibilityPreference, required=False, allow_blank=True)
     stop_policy = choice(StopPolicy, required=False)
+    admission_mode = choice(AdmissionMode, required=False, allow_blank=True)
     resource_groups = ResourceGroupSerializer(many=True, required=False)
 
     def snapshot(self, instance: Any) -> dict[str, Any]:

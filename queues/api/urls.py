@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from queues.api import cluster, me, views
+from queues.api import cluster, kueue_configuration, me, views
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
@@ -18,6 +18,11 @@ router.register("policy/reconcile-runs", cluster.ReconcileRunViewSet, basename="
 
 urlpatterns = [
     path("me/", me.MeView.as_view(), name="me"),
+    path(
+        "policy/kueue-configuration/",
+        kueue_configuration.KueueConfigurationView.as_view(),
+        name="policy-kueue-configuration",
+    ),
     path("policy/manifests/", cluster.ManifestsView.as_view(), name="policy-manifests"),
     path("policy/plan/", cluster.PlanView.as_view(), name="policy-plan"),
     path("policy/reconcile/", cluster.ReconcileView.as_view(), name="policy-reconcile"),

@@ -19,3 +19,16 @@ def get_backend() -> ClusterBackend:
     from queues.backends.simulated import SimulatedBackend
 
     return SimulatedBackend()
+
+
+def configured_backend_writes_kueue_manager_config() -> bool:
+    """``writes_kueue_manager_config`` of the backend the settings choose, known
+    without connecting to it: request handlers (the manifests, the editor's
+    plan) never talk to the cluster."""
+    if settings.BERTH_CLUSTER == "kubernetes":
+        from queues.backends.kubernetes import KubernetesBackend
+
+        return KubernetesBackend.writes_kueue_manager_config
+    from queues.backends.simulated import SimulatedBackend
+
+    return SimulatedBackend.writes_kueue_manager_config

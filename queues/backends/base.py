@@ -43,10 +43,13 @@ TYPES: dict[str, ResourceType] = {
         kueue_type("WorkloadPriorityClass", "workloadpriorityclasses"),
         kueue_type("AdmissionCheck", "admissionchecks"),
         kueue_type("Cohort", "cohorts"),
+        kueue_type("Topology", "topologies"),
         kueue_type("ClusterQueue", "clusterqueues"),
         kueue_type("LocalQueue", "localqueues", namespaced=True),
         kueue_type("Workload", "workloads", namespaced=True),
         ResourceType("Service", "", "v1", "services", True, True),
+        # Kueue's manager configuration: written on the simulated cluster only.
+        ResourceType("ConfigMap", "", "v1", "configmaps", True),
         # The job kinds Berth creates (jobs.render) and the simulated cluster runs.
         ResourceType("Job", "batch", "v1", "jobs", True, True),
         ResourceType("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, True),
@@ -55,7 +58,9 @@ TYPES: dict[str, ResourceType] = {
     )
 }
 
-# What reconcile renders and may prune, in apply order.
+# What reconcile lists, renders and may prune, in apply order. Kueue's manager
+# ConfigMap is not among them: reconcile reads that one object by name, and only
+# where it writes it (``ClusterBackend.writes_kueue_manager_config``).
 POLICY_KINDS = (
     "Namespace",
     "ResourceFlavor",
@@ -108,6 +113,12 @@ class WatchEvent:
 
 class ClusterBackend(Protocol):
     name: str
+    # Whether reconcile applies Kueue's manager ConfigMap
+    # (kueue-system/kueue-manager-config) here. Only the embedded cluster does:
+    # on a real cluster that ConfigMap holds settings Berth does not own and
+    # Kueue reads it only at start-up, so it is a manual step there
+    # (queues.kueue.manager_config).
+    writes_kueue_manager_config: bool
 
     def kueue_versions(self) -> list[str]:
         """Kueue API versions served, preferred first; KueueNotInstalled if none."""

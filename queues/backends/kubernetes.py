@@ -32,6 +32,16 @@ from queues.kueue.render import KUEUE_GROUP
 APPLY = "application/apply-patch+yaml"
 TRANSIENT_STATUS = {409, 429, 500, 502, 503, 504}
 T = TypeVar("T")
+# The core kinds Berth reads or writes on a real cluster (deploy/base/rbac.yaml
+# grants no others): Kueue's manager ConfigMap is a manual step there.
+CORE_KINDS = {"Namespace", "Node", "Service"}
+
+
+def _served(rtype: ResourceType, what: str) -> None:
+    if not rtype.group and rtype.kind not in CORE_KINDS:
+        raise BackendError(
+            f"{what}: Berth does not read or write {rtype.plural} on a kubernetes cluster"
+        )
 
 
 def _error(exc: Exception, what: str) -> BackendError:
@@ -87,6 +97,9 @@ def _json(response: Any) -> dict[str, Any]:
 
 class KubernetesBackend:
     name = "kubernetes"
+    # Kueue's manager ConfigMap holds settings Berth does not own, and Kueue reads
+    # it only at start-up: the plan shows it as a manual step instead.
+    writes_kueue_manager_config = False
 
     def __init__(self, api_client: client.ApiClient, *, request_timeout: float = 30.0) -> None:
         self.api = api_client
@@ -139,6 +152,7 @@ class KubernetesBackend:
         self, rtype: ResourceType, *, label_selector: str | None = None
     ) -> tuple[list[dict[str, Any]], str]:
         what = f"list {rtype.plural}"
+        _served(rtype, what)
         kwargs: dict[str, Any] = {"_request_timeout": self.timeout}
         if label_selector:
             kwargs["label_selector"] = label_selector
@@ -165,6 +179,7 @@ class KubernetesBackend:
     def get(
         self, rtype: ResourceType, name: str, namespace: str | None = None
     ) -> dict[str, Any] | None:
+        _served(rtype, f"get {rtype.kind} {name}")
         try:
             if rtype.group:
                 if rtype.namespaced:
@@ -224,6 +239,7 @@ class KubernetesBackend:
         metadata = obj["metadata"]
         name, namespace = metadata["name"], metadata.get("namespace")
         what = f"apply {rtype.kind} {namespace + '/' if namespace else ''}{name}"
+        _served(rtype, what)
         # Raw responses: the generated client only decodes a 200, and an apply
         # that creates the object answers 201 (it would return None).
         kwargs: dict[str, Any] = {
@@ -279,6 +295,7 @@ class KubernetesBackend:
         API's default for a batch Job is to orphan its pods, which would leave a
         cancelled job's pods running on their GPUs: the policy is named."""
         what = f"delete {rtype.kind} {name}"
+        _served(rtype, what)
         options: dict[str, Any] = {
             "propagation_policy": "Background",
             "_request_timeout": self.timeout,

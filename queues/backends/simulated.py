@@ -76,6 +76,8 @@ def _managed_fields(obj: Mapping[str, Any], metadata: Mapping[str, Any]) -> list
 
 class SimulatedBackend:
     name = "simulated"
+    # The embedded Kueue reads its configuration from the ConfigMap Berth writes.
+    writes_kueue_manager_config = True
 
     def kueue_versions(self) -> list[str]:
         return [KUEUE_VERSION, "v1beta1"]
@@ -134,8 +136,8 @@ class SimulatedBackend:
     def apply(
         self, obj: Mapping[str, Any], *, force: bool, dry_run: bool = False
     ) -> dict[str, Any]:
-        """Create, or replace what Berth sets (spec, value, its labels and
-        annotations), keeping the status and other managers' labels. Unforced,
+        """Create, or replace what Berth sets (spec, value, a ConfigMap's data,
+        its labels and annotations), keeping the status and other managers' labels. Unforced,
         a label another manager set to a different value is a 409 conflict."""
         body = _strip_server_fields(dict(obj))
         metadata = body["metadata"]
@@ -188,7 +190,7 @@ class SimulatedBackend:
             merged_metadata["managedFields"] = _managed_fields(obj, metadata)
             merged["metadata"] = merged_metadata
             if row is not None:
-                for key in ("spec", "value"):
+                for key in ("spec", "value", "data"):
                     if key in body:
                         if key == "spec" and merged.get("spec") != body["spec"]:
                             merged["metadata"]["generation"] = (

@@ -151,6 +151,8 @@ class ClusterQueue:
     # AdmissionCheck name -> the flavors it applies to (empty: every flavor)
     admission_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     stop_policy: StopPolicy = StopPolicy.NONE
+    # Kueue's admissionScope.admissionMode (admission fair sharing), as given.
+    admission_mode: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

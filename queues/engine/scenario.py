@@ -241,7 +241,9 @@ CQ_FIELDS = (
     "admissionChecksStrategy",
     "stopPolicy",
     "namespaceSelector",
+    "admissionScope",
 )
+ADMISSION_MODES = ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing")
 
 
 def read_cluster_queues(reader: Reader, raw: Any) -> dict[str, ClusterQueue]:
@@ -286,8 +288,24 @@ def read_cluster_queues(reader: Reader, raw: Any) -> dict[str, ClusterQueue]:
             stop_policy=reader.choice(
                 f"{path}.stopPolicy", spec.get("stopPolicy"), StopPolicy, StopPolicy.NONE
             ),
+            admission_mode=read_admission_mode(reader, path, spec.get("admissionScope")),
         )
     return queues
+
+
+def read_admission_mode(reader: Reader, path: str, raw: Any) -> str | None:
+    """``admissionScope.admissionMode`` (admission fair sharing): checked and kept;
+    the engine does not order by usage yet (README: simplifications)."""
+    block = reader.mapping(f"{path}.admissionScope", raw, ("admissionMode",))
+    mode = block.get("admissionMode")
+    if mode is not None and mode not in ADMISSION_MODES:
+        reader.error(
+            f"{path}.admissionScope.admissionMode",
+            "unsupported-value",
+            f"{mode!r} is not supported: use one of {', '.join(ADMISSION_MODES)}",
+        )
+        return None
+    return mode if isinstance(mode, str) else None
 
 
 def read_preemption(reader: Reader, path: str, raw: Any) -> Preemption:

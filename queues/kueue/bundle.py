@@ -8,6 +8,7 @@ from queues.kueue.render import PolicyBundle
 
 
 def current_bundle() -> PolicyBundle:
+    configuration = selectors.kueue_configuration()
     return PolicyBundle(
         teams=[snapshots.team(t) for t in selectors.teams()],
         flavors=[snapshots.resource_flavor(f) for f in selectors.resource_flavors()],
@@ -16,4 +17,7 @@ def current_bundle() -> PolicyBundle:
         local_queues=[snapshots.local_queue(q) for q in selectors.local_queues()],
         priority_classes=[snapshots.priority_class(p) for p in selectors.priority_classes()],
         queue_classes=[snapshots.queue_class(c) for c in selectors.queue_classes()],
+        kueue_configuration=(
+            snapshots.kueue_configuration(configuration) if configuration.is_saved else None
+        ),
     )

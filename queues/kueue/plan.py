@@ -6,9 +6,14 @@ Berth's hash label differs or the fields Berth sets no longer hold their values
 manages that is no longer desired, delete it — but a ClusterQueue or LocalQueue
 still holding workloads is first set to ``stopPolicy: HoldAndDrain`` and only
 deleted once empty, and Namespaces are never deleted (that would delete every
-job in them). Objects without Berth's label are never touched. If nothing at
-all is desired, nothing is pruned: an empty policy is far likelier a wiped
-database than a wish to empty the cluster.
+job in them), nor is Kueue's manager ConfigMap. Objects without Berth's label
+are never touched. If nothing at all is desired, nothing is pruned: an empty
+policy is far likelier a wiped database than a wish to empty the cluster.
+
+Some objects are a person's to apply on some clusters (Kueue's manager
+ConfigMap on a real one, see ``queues.kueue.manager_config``): the caller
+names their kinds in ``manual``, and the plan shows them as ``manual`` changes
+with instructions instead of creating or updating them.
 
 Pure Python: no Django, no kubernetes client.
 """
@@ -23,7 +28,7 @@ from queues.kueue.render import MANAGED_BY, MANAGER, POLICY_HASH, TEAM_LABEL, id
 
 Identity = tuple[str, str, str]
 
-CREATE, UPDATE, UNCHANGED, DELETE, DRAIN, KEEP, CONFLICT = (
+CREATE, UPDATE, UNCHANGED, DELETE, DRAIN, KEEP, CONFLICT, MANUAL = (
     "create",
     "update",
     "unchanged",
@@ -31,9 +36,18 @@ CREATE, UPDATE, UNCHANGED, DELETE, DRAIN, KEEP, CONFLICT = (
     "drain",
     "keep",
     "conflict",
+    "manual",
 )
 DRAINABLE = {"ClusterQueue", "LocalQueue"}
-NEVER_DELETED = {"Namespace"}
+# Kind -> why Berth keeps it when the policy no longer asks for it.
+NEVER_DELETED = {
+    "Namespace": "namespaces are never deleted by Berth",
+    # Deleting it would leave Kueue unable to start.
+    "ConfigMap": "Kueue's manager configuration is never deleted by Berth",
+}
+# Kinds that configure Kueue rather than describe the policy: they alone do not
+# make a policy "not empty" (a wiped database keeps no such row either).
+CONFIGURATION_KINDS = {"ConfigMap"}
 
 
 @dataclass
@@ -124,7 +138,7 @@ def _compared(obj: Mapping[str, Any]) -> dict[str, Any]:
     part: dict[str, Any] = {"metadata": {"labels": metadata.get("labels", {})}}
     if metadata.get("annotations"):
         part["metadata"]["annotations"] = metadata["annotations"]
-    for key in ("spec", "value"):
+    for key in ("spec", "value", "data"):
         if key in obj:
             part[key] = obj[key]
     return part
@@ -172,14 +186,36 @@ def _adopt_namespace(desired: Mapping[str, Any], current: dict[str, Any]) -> Cha
     )
 
 
-def make_plan(desired: Iterable[Mapping[str, Any]], actual: Iterable[Mapping[str, Any]]) -> Plan:
-    """``actual``: every object of the kinds Berth renders, managed or not."""
+def _manual(obj: dict[str, Any], current: dict[str, Any] | None, note: str) -> Change:
+    """An object someone applies by hand: unchanged when ``current`` (if Berth
+    could read it) already holds it, else a manual step saying what to do."""
+    kind, namespace, name = identity(obj)
+    if current is not None and is_managed(current) and satisfies(obj, current):
+        return Change(UNCHANGED, kind, namespace, name, desired=obj, actual=current)
+    fields = differences(_compared(obj), current) if current is not None else []
+    return Change(
+        MANUAL, kind, namespace, name, desired=obj, actual=current, fields=fields, note=note
+    )
+
+
+def make_plan(
+    desired: Iterable[Mapping[str, Any]],
+    actual: Iterable[Mapping[str, Any]],
+    *,
+    manual: Mapping[str, str] | None = None,
+) -> Plan:
+    """``actual``: every object of the kinds Berth renders, managed or not.
+    ``manual``: kind -> instructions, for the kinds Berth must not write here."""
+    manual = manual or {}
     wanted = {identity(obj): dict(obj) for obj in desired}
     present = {identity(obj): dict(obj) for obj in actual}
     changes: list[Change] = []
     for key, obj in wanted.items():
         kind, namespace, name = key
         current = present.get(key)
+        if kind in manual:
+            changes.append(_manual(obj, current, manual[kind]))
+            continue
         if current is None:
             changes.append(Change(CREATE, kind, namespace, name, desired=obj))
             continue
@@ -223,7 +259,7 @@ def make_plan(desired: Iterable[Mapping[str, Any]], actual: Iterable[Mapping[str
     leftovers = [
         (key, obj) for key, obj in present.items() if key not in wanted and is_managed(obj)
     ]
-    refuse = not wanted and bool(leftovers)
+    refuse = not any(kind not in CONFIGURATION_KINDS for kind, _, _ in wanted) and bool(leftovers)
     for (kind, namespace, name), obj in sorted(leftovers):
         if refuse:
             changes.append(
@@ -233,14 +269,7 @@ def make_plan(desired: Iterable[Mapping[str, Any]], actual: Iterable[Mapping[str
             )
         elif kind in NEVER_DELETED:
             changes.append(
-                Change(
-                    KEEP,
-                    kind,
-                    namespace,
-                    name,
-                    actual=obj,
-                    note="namespaces are never deleted by Berth",
-                )
+                Change(KEEP, kind, namespace, name, actual=obj, note=NEVER_DELETED[kind])
             )
         elif kind in DRAINABLE and holds_workloads(obj):
             already = (obj.get("spec") or {}).get("stopPolicy") == "HoldAndDrain"

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from queues.kueue import manager_config
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
@@ -29,10 +31,15 @@ TEAM_LABEL = "berth.dev/team"
 DESCRIPTION = "berth.dev/description"
 APPROVAL_CHECK = "berth-approval"
 APPROVAL_CONTROLLER = "berth.dev/approval"
+# Set on an object the configured cluster takes by hand, not from Berth (the
+# manifests then show it as instructions): its value says what to do.
+MANUAL_STEP = "berth.dev/manual-step"
 
 # Dependencies first: flavors and cohorts before the queues that name them,
 # namespaces before the LocalQueues in them.
 KIND_ORDER = (
+    # Kueue's own configuration before the objects it governs.
+    "ConfigMap",
     "Namespace",
     "ResourceFlavor",
     "WorkloadPriorityClass",
@@ -54,6 +61,9 @@ class PolicyBundle:
     local_queues: list[dict[str, Any]] = field(default_factory=list)
     priority_classes: list[dict[str, Any]] = field(default_factory=list)
     queue_classes: list[dict[str, Any]] = field(default_factory=list)
+    # Kueue's manager configuration (``snapshots.kueue_configuration``); None
+    # until an admin saves one, and then no ConfigMap is rendered.
+    kueue_configuration: dict[str, Any] | None = None
 
     @property
     def empty(self) -> bool:
@@ -76,8 +86,8 @@ def canonical(value: Any) -> Any:
 
 
 def content_hash(obj: Mapping[str, Any]) -> str:
-    """What Berth sets on an object, hashed: spec (or value), labels other than
-    the hash itself, annotations, identity."""
+    """What Berth sets on an object, hashed: spec (or value, or a ConfigMap's
+    data), labels other than the hash itself, annotations, identity."""
     metadata = obj.get("metadata", {})
     labels = {k: v for k, v in metadata.get("labels", {}).items() if k != POLICY_HASH}
     material = {
@@ -90,6 +100,9 @@ def content_hash(obj: Mapping[str, Any]) -> str:
         "spec": obj.get("spec"),
         "value": obj.get("value"),
     }
+    if "data" in obj:
+        # Only where there is data, so every other object keeps the hash it had.
+        material["data"] = obj["data"]
     digest = hashlib.sha256(json.dumps(canonical(material), separators=(",", ":")).encode())
     return digest.hexdigest()[:16]
 
@@ -205,6 +218,8 @@ def render_cluster_queue(queue: Mapping[str, Any], requires_approval: bool) -> d
     }
     if queue.get("cohort"):
         spec["cohortName"] = queue["cohort"]
+    if queue.get("admission_mode"):
+        spec["admissionScope"] = {"admissionMode": queue["admission_mode"]}
     if requires_approval:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": APPROVAL_CHECK}]}
     labels = {TEAM_LABEL: queue["team"]} if queue.get("team") else {}
@@ -227,6 +242,18 @@ def render_priority_class(priority: Mapping[str, Any]) -> dict[str, Any]:
 
 def render_namespace(name: str, team: str) -> dict[str, Any]:
     return _object("Namespace", name, api="v1", labels={TEAM_LABEL: team})
+
+
+def render_kueue_manager_config(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """ConfigMap kueue-system/kueue-manager-config holding Kueue's Configuration
+    for ``settings`` (``queues.kueue.manager_config``)."""
+    return _object(
+        "ConfigMap",
+        manager_config.NAME,
+        api="v1",
+        namespace=manager_config.NAMESPACE,
+        data={manager_config.KEY: manager_config.configuration_yaml(settings)},
+    )
 
 
 def render_admission_check() -> dict[str, Any]:
@@ -255,6 +282,8 @@ def render(bundle: PolicyBundle) -> list[dict[str, Any]]:
         for q in bundle.cluster_queues
     ]
     objects += [render_local_queue(q) for q in bundle.local_queues]
+    if bundle.kueue_configuration is not None:
+        objects.append(render_kueue_manager_config(bundle.kueue_configuration))
     return sorted(objects, key=sort_key)
 
 
@@ -265,7 +294,18 @@ def identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def to_yaml_documents(objects: Iterable[Mapping[str, Any]]) -> str:
-    """Multi-document YAML, key order as rendered."""
+    """Multi-document YAML, key order as rendered. An object marked as a manual
+    step (``MANUAL_STEP``) is written as comments saying what to do, so that
+    applying the file never applies it."""
     import yaml
 
-    return "".join("---\n" + yaml.safe_dump(dict(obj), sort_keys=False) for obj in objects)
+    documents = []
+    for obj in objects:
+        note = obj.get("metadata", {}).get("annotations", {}).get(MANUAL_STEP)
+        if note:
+            data = obj.get("data") or {}
+            body = data.get(manager_config.KEY) or yaml.safe_dump(dict(obj), sort_keys=False)
+            documents.append(manager_config.manual_step_comment(note, body))
+        else:
+            documents.append("---\n" + yaml.safe_dump(dict(obj), sort_keys=False))
+    return "".join(documents)

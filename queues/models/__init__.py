@@ -5,6 +5,7 @@ from queues.models.cluster import SimulatedClock, SimulatedEvent, SimulatedObjec
 from queues.models.cohorts import Cohort
 from queues.models.flavors import ResourceFlavor
 from queues.models.history import PolicyChange
+from queues.models.kueue_configuration import KueueConfiguration
 from queues.models.queues import ClusterQueue, LocalQueue, Quota
 from queues.models.reconcile import DriftRecord, ReconcileRun
 from queues.models.teams import Team, TeamMembership, TeamNamespace
@@ -13,6 +14,7 @@ __all__ = [
     "ClusterQueue",
     "Cohort",
     "DriftRecord",
+    "KueueConfiguration",
     "LocalQueue",
     "PolicyChange",
     "QueueClass",

@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from queues.choices import (
+    AdmissionMode,
     FungibilityAction,
     FungibilityPreference,
     StopPolicy,
@@ -56,6 +57,10 @@ class ClusterQueue(QueueingPolicy, PolicyObject):
     )
     stop_policy = models.CharField(
         max_length=16, choices=StopPolicy.choices, default=StopPolicy.NONE
+    )
+    # Kueue's spec.admissionScope.admissionMode; empty leaves the scope out.
+    admission_mode = models.CharField(
+        max_length=32, choices=AdmissionMode.choices, default="", blank=True
     )
 
     class Meta:

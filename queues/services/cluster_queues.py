@@ -7,6 +7,7 @@ from typing import Any
 
 from queues import rules, snapshots
 from queues.choices import (
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     FungibilityAction,
     FungibilityPreference,
@@ -48,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "when_can_preempt": FungibilityAction.TRY_NEXT_FLAVOR.value,
     "flavor_fungibility_preference": FungibilityPreference.NONE.value,
     "stop_policy": StopPolicy.NONE.value,
+    "admission_mode": AdmissionMode.NONE.value,
     "resource_groups": [],
 }
 
@@ -127,6 +129,10 @@ def _validate(spec: dict[str, Any], existing: ClusterQueue | None) -> list[Field
         FungibilityPreference,
     )
     errors += choice_errors("stop_policy", spec["stop_policy"], StopPolicy)
+    # Kueue takes UsageBasedAdmissionFairSharing even while admission fair sharing
+    # is off in its configuration (the queue then orders as without it), so
+    # Berth does not tie the two together either.
+    errors += choice_errors("admission_mode", spec["admission_mode"], AdmissionMode)
     errors += rules.preemption_errors(
         reclaim_within_cohort=spec["reclaim_within_cohort"],
         borrow_within_cohort_policy=spec["borrow_within_cohort_policy"],

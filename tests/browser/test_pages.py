@@ -65,6 +65,11 @@ PAGES: list[Visit] = [
     Visit("/cohorts/", "member", ("Cohorts", "The lending tree", "shared")),
     Visit("/whatif/", "admin", "What-if"),
     Visit("/policy/", "admin", ("Cluster queues", "alpha")),
+    Visit(
+        "/policy/kueue-configuration/",
+        "admin",
+        ("Kueue configuration", "Wait for pods ready", "now: 5 min (5m)"),
+    ),
     Visit("/jobs/", "admin", ("Jobs", "warmup")),
     Visit("/jobs/", "member", ("Jobs", "warmup")),
     Visit("/teams/alpha/", "member", ("Team Alpha", "Submit a job", "Your API tokens")),

@@ -101,6 +101,12 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
         ),
         (["workloads", 0, "podsReadyAfter"], "later", "workloads[0].podsReadyAfter", "duration"),
         (
+            ["clusterQueues", 0, "admissionScope"],
+            {"admissionMode": "ByUsage"},
+            "clusterQueues[0].admissionScope.admissionMode",
+            "unsupported-value",
+        ),
+        (
             ["resourceFlavors", 0, "topologyName"],
             "nope",
             "resourceFlavors[0].topologyName",
@@ -371,3 +377,11 @@ def test_kueues_manager_config_yields_only_the_keys_the_engine_reads() -> None:
     }
     assert manager_configuration("- not: a mapping") == {}
     assert manager_configuration(": broken") == {}
+
+
+def test_a_cluster_queue_admission_scope_is_read() -> None:
+    document = broken(
+        ["clusterQueues", 0, "admissionScope"], {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    )
+    queue = parse(document).policy.cluster_queues["q"]
+    assert queue.admission_mode == "UsageBasedAdmissionFairSharing"

@@ -58,6 +58,7 @@ def bundle() -> PolicyBundle:
         "when_can_preempt": "TryNextFlavor",
         "flavor_fungibility_preference": "PreemptionOverBorrowing",
         "stop_policy": "None",
+        "admission_mode": "UsageBasedAdmissionFairSharing",
         "resource_groups": [group],
     }
     shared = {
@@ -71,6 +72,7 @@ def bundle() -> PolicyBundle:
         "borrow_within_cohort_max_priority_threshold": None,
         "flavor_fungibility_preference": "",
         "when_can_borrow": "MayStopSearch",
+        "admission_mode": "",
         "resource_groups": [
             {"covered_resources": [GPU], "flavors": [{"name": "h100", "resources": [quota("2")]}]}
         ],
@@ -243,6 +245,7 @@ def test_cluster_queue_shape() -> None:
         "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
     }
     assert spec["admissionChecksStrategy"] == {"admissionChecks": [{"name": "berth-approval"}]}
+    assert spec["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
     assert spec["resourceGroups"][0]["flavors"][0]["resources"][1] == {
         "name": GPU,
         "nominalQuota": "8",
@@ -257,6 +260,7 @@ def test_cluster_queue_shape() -> None:
     assert shared["spec"]["namespaceSelector"] == {
         "matchExpressions": [{"key": "berth.dev/team", "operator": "Exists"}]
     }
+    assert "admissionScope" not in shared["spec"]  # no mode: no scope at all
 
 
 def test_a_rule_breaking_object_is_caught_by_the_checks() -> None:

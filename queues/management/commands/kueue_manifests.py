@@ -7,11 +7,14 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from queues.kueue.render import to_yaml_documents
-from queues.reconcile import desired_objects
+from queues.reconcile import manifest_objects
 
 
 class Command(BaseCommand):
-    help = "Print the Kueue objects (and team Namespaces) the policy renders to, as YAML."
+    help = (
+        "Print the Kueue objects (and team Namespaces) the policy renders to, as YAML; "
+        "what is a manual step on this cluster is printed as comments."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.stdout.write(to_yaml_documents(desired_objects()), ending="")
+        self.stdout.write(to_yaml_documents(manifest_objects()), ending="")
