@@ -18,9 +18,14 @@ from django.utils import timezone
 from jobs.models import JobRequest, WorkloadRecord, WorkloadState
 from jobs.pace import Pace, cluster_pace
 from jobs.runtimes import Runtimes, recorded_runtimes
+from queues.engine.configuration import manager_configuration
 from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
 from queues.engine.scenario import ScenarioError, parse
 from queues.engine.scheduler import Scheduler
+from queues.engine.topology import TopologyRequest
+from queues.kueue.manager_config import KEY as MANAGER_KEY
+from queues.kueue.manager_config import NAME as MANAGER_NAME
+from queues.kueue.manager_config import NAMESPACE as MANAGER_NAMESPACE
 from queues.reconcile import desired_objects, policy_version
 
 # Workload states that hold quota or wait for it; the rest are history.
@@ -43,8 +48,11 @@ class PolicyUnavailable(Exception):
 
 
 def policy_from_objects(objects: Iterable[Mapping[str, Any]]) -> Policy:
-    document: dict[str, list[dict[str, Any]]] = {key: [] for key in ENGINE_KINDS.values()}
+    document: dict[str, Any] = {key: [] for key in ENGINE_KINDS.values()}
     for obj in objects:
+        if is_manager_config(obj):
+            document.update(manager_config_settings(obj))
+            continue
         key = ENGINE_KINDS.get(obj.get("kind", ""))
         if key is None:
             continue
@@ -61,6 +69,21 @@ def policy_from_objects(objects: Iterable[Mapping[str, Any]]) -> Policy:
         return parse(document, "the stored policy").policy
     except ScenarioError as exc:
         raise PolicyUnavailable(str(exc)) from exc
+
+
+def is_manager_config(obj: Mapping[str, Any]) -> bool:
+    """Kueue's manager ConfigMap, which Berth renders with the policy."""
+    metadata = obj.get("metadata") or {}
+    return (
+        obj.get("kind") == "ConfigMap"
+        and metadata.get("name") == MANAGER_NAME
+        and metadata.get("namespace") == MANAGER_NAMESPACE
+    )
+
+
+def manager_config_settings(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings the engine reads from that ConfigMap, scenario-shaped."""
+    return manager_configuration(str((obj.get("data") or {}).get(MANAGER_KEY, "")))
 
 
 _cache_lock = threading.Lock()
@@ -96,6 +119,8 @@ def pod_set(row: Mapping[str, Any]) -> PodSet:
             )
             for t in row.get("tolerations") or []
         ),
+        min_count=row.get("min_count"),
+        topology_request=TopologyRequest.from_kueue(row.get("topology_request")),
     )
 
 

@@ -49,6 +49,12 @@ def pod_sets_of(pod_sets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "requests": requests,
                 "node_selector": dict(spec.get("nodeSelector") or {}),
                 "tolerations": list(spec.get("tolerations") or []),
+                **({"min_count": entry["minCount"]} if "minCount" in entry else {}),
+                **(
+                    {"topology_request": dict(entry["topologyRequest"])}
+                    if entry.get("topologyRequest")
+                    else {}
+                ),
             }
         )
     return shapes

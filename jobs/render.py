@@ -38,6 +38,10 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Kueue's cap on admitted time, summed over admissions (preemption does not reset it).
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+# Kueue reads these as the simulated cluster does (queues.simulation.job_kinds).
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 TYPE_LABEL = "workload.ai/type"
 FRAMEWORK_LABEL = "workload.ai/framework"
 CHECKPOINT_LABEL = "workload.ai/checkpoint"
@@ -108,6 +112,11 @@ class JobSpec:
     annotations: dict[str, str] = field(default_factory=dict)
     placement: Placement = field(default_factory=lambda: Placement({}, []))
     training_runtime: str = "torch-distributed"  # TrainJob's ClusterTrainingRuntime name
+    # Kueue's partial admission (kind Job: as few nodes will do) and topology
+    # requests (the level, a node label, all the job's nodes share).
+    min_nodes: int | None = None
+    topology_required: str = ""
+    topology_preferred: str = ""
     termination_grace_seconds: int = 300
     gpu_resource: str = "nvidia.com/gpu"
     master_port: int = 29500
@@ -235,6 +244,8 @@ def _job_labels(spec: JobSpec) -> dict[str, str]:
 def _metadata(spec: JobSpec, labels: dict[str, str]) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace, "labels": labels}
     annotations = dict(spec.annotations)
+    if spec.kind == "Job" and spec.min_nodes is not None and spec.min_nodes < spec.nodes:
+        annotations[MIN_PARALLELISM] = str(spec.min_nodes)
     if spec.checkpoint_uri:
         annotations[CHECKPOINT_URI_ANNOTATION] = spec.checkpoint_uri
     if annotations:
@@ -378,7 +389,23 @@ def _pod_template(
     }
     if checkpoint.volumes:
         pod_spec["volumes"] = checkpoint.volumes
-    return {"metadata": {"labels": _pod_labels(spec)}, "spec": pod_spec}
+    return {"metadata": _pod_metadata(spec), "spec": pod_spec}
+
+
+def _pod_metadata(spec: JobSpec) -> dict[str, Any]:
+    """Pod labels, and the topology level Kueue is asked to keep the pods in."""
+    metadata: dict[str, Any] = {"labels": _pod_labels(spec)}
+    topology = {
+        annotation: level
+        for annotation, level in (
+            (REQUIRED_TOPOLOGY, spec.topology_required),
+            (PREFERRED_TOPOLOGY, spec.topology_preferred),
+        )
+        if level
+    }
+    if topology:
+        metadata["annotations"] = topology
+    return metadata
 
 
 def _port(name: str, number: int) -> dict[str, Any]:
@@ -516,7 +543,7 @@ def _trainjob(spec: JobSpec) -> list[dict[str, Any]]:
             {"name": CONTAINERS["TrainJob"], "volumeMounts": checkpoint.mounts}
         ]
     # Placement goes in through a runtime patch (the runtime owns the pod template).
-    pod = {"metadata": {"labels": _pod_labels(spec)}, "spec": pod_patch}
+    pod = {"metadata": _pod_metadata(spec), "spec": pod_patch}
     replicated_job = {"name": NODE, **_nest("template.spec.template", pod)}
     patch = {
         "manager": RUNTIME_PATCH_MANAGER,

@@ -201,6 +201,46 @@ def checkpoint_errors(uri: str, field: str = "checkpoint_uri") -> list[FieldErro
     return []
 
 
+def gang_errors(
+    nodes: int,
+    kind: str,
+    min_nodes: Any,
+    topology_required: str,
+    topology_preferred: str,
+) -> list[FieldError]:
+    """Partial admission and topology requests (``min_nodes``, ``topology_*``)."""
+    errors = []
+    if min_nodes is not None:
+        if kind != "Job":
+            errors.append(
+                FieldError(
+                    "min_nodes",
+                    "job-kind-only",
+                    "Kueue admits fewer nodes than asked only for kind Job; leave it out",
+                )
+            )
+        elif not 1 <= int(min_nodes) <= nodes:
+            errors.append(
+                FieldError("min_nodes", "range", f"must be at least 1 and at most nodes ({nodes})")
+            )
+    if topology_required and topology_preferred:
+        errors.append(
+            FieldError(
+                "topology_preferred",
+                "one-of",
+                "give topology_required or topology_preferred, not both",
+            )
+        )
+    for field, level in (
+        ("topology_required", topology_required),
+        ("topology_preferred", topology_preferred),
+    ):
+        problem = qualified_name_error(level) if level else None
+        if problem:
+            errors.append(FieldError(field, "label-key", f"{level!r}: {problem}"))
+    return errors
+
+
 def shape_errors(
     nodes: int, gpus_per_node: int, kind: str, kinds: Sequence[str]
 ) -> list[FieldError]:

@@ -84,6 +84,9 @@ class Prepared:
             "spot_allowed": self.spot_allowed,
             "labels": dict(spec.labels),
             "training_runtime": spec.training_runtime if spec.kind == "TrainJob" else "",
+            "min_nodes": spec.min_nodes,
+            "topology_required": spec.topology_required,
+            "topology_preferred": spec.topology_preferred,
             "expected_runtime_seconds": self.expected_runtime_seconds,
             "manifest": self.manifest,
         }
@@ -414,6 +417,13 @@ def _own_rules(data: Mapping[str, Any]) -> list[FieldError]:
             data.get("kind", "Job"),
             JOB_KINDS,
         ),
+        *rules.gang_errors(
+            int(data.get("nodes", 1)),
+            data.get("kind") or "Job",
+            data.get("min_nodes"),
+            data.get("topology_required") or "",
+            data.get("topology_preferred") or "",
+        ),
     ]
     return errors
 
@@ -566,6 +576,9 @@ def prepare(actor: Any, data: Mapping[str, Any]) -> Prepared:
         annotations=_annotations(data, interval),
         placement=placement,
         training_runtime=data.get("training_runtime") or DEFAULT_RUNTIME,
+        min_nodes=data.get("min_nodes"),
+        topology_required=data.get("topology_required") or "",
+        topology_preferred=data.get("topology_preferred") or "",
     )
     try:
         manifest = render_job(spec)

@@ -73,6 +73,25 @@ class JobSubmitSerializer(StrictSerializer):
     labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
     justification = serializers.CharField(required=False, allow_blank=True, max_length=4000)
     training_runtime = serializers.CharField(required=False, allow_blank=True, max_length=253)
+    min_nodes = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1024,
+        help_text="kind Job: Kueue may start it with as few nodes (partial admission)",
+    )
+    topology_required = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=317,
+        help_text="a topology level's node label (e.g. topology.berth.dev/rack): all nodes "
+        "in one such domain, or it waits",
+    )
+    topology_preferred = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=317,
+        help_text="a topology level's node label: in one such domain if it can, else wider",
+    )
 
 
 class JobEventSerializer(serializers.ModelSerializer):
@@ -144,7 +163,8 @@ class JobSerializer(serializers.ModelSerializer):
             "gpus_per_node", "gpus", "cpu_per_node", "memory_per_node", "queue_class",
             "local_queue", "cluster_queue", "priority_class", "priority", "checkpoint_uri",
             "checkpoint_interval_seconds", "max_runtime_seconds", "expected_runtime_seconds",
-            "retries", "spot_allowed", "labels", "justification", "training_runtime", "state",
+            "retries", "spot_allowed", "labels", "justification", "training_runtime",
+            "min_nodes", "topology_required", "topology_preferred", "state",
             "reason", "message",
             "submitted_by", "submitted_at", "created_on_cluster_at", "admitted_at", "started_at",
             "finished_at", "cancelled_at", "wait_seconds", "preemptions", "gpu_hours_used",

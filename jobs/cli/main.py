@@ -103,6 +103,23 @@ def build_parser() -> Parser:
         "--expected-runtime", type=parse_duration, help="how long it should run (estimates)"
     )
     submit.add_argument("--retries", type=int, help="restarts allowed before it fails")
+    submit.add_argument(
+        "--min-nodes", type=int, help="kind Job: may start with as few nodes (partial admission)"
+    )
+    topology = submit.add_mutually_exclusive_group()
+    topology.add_argument(
+        "--same-required",
+        dest="topology_required",
+        metavar="LEVEL",
+        help="all nodes in one domain of this topology level (a node label, e.g. "
+        "topology.berth.dev/rack), or it waits",
+    )
+    topology.add_argument(
+        "--same-preferred",
+        dest="topology_preferred",
+        metavar="LEVEL",
+        help="in one domain of this topology level if it can, else wider",
+    )
     spot = submit.add_mutually_exclusive_group()
     spot.add_argument(
         "--spot",

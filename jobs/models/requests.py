@@ -68,6 +68,10 @@ class JobRequest(models.Model):
     labels = models.JSONField(default=dict, blank=True)
     justification = models.TextField(blank=True)
     training_runtime = models.CharField(max_length=253, blank=True)
+    # Kueue's partial admission (kind Job) and topology-aware placement.
+    min_nodes = models.PositiveIntegerField(null=True, blank=True)
+    topology_required = models.CharField(max_length=317, blank=True)
+    topology_preferred = models.CharField(max_length=317, blank=True)
     # The objects Berth creates, exactly as rendered (the job first).
     manifest = models.JSONField(default=list)
 

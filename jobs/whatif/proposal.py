@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from jobs.cluster_state import ENGINE_KINDS
+from jobs.cluster_state import ENGINE_KINDS, is_manager_config, manager_config_settings
 from queues.engine.model import Policy
 from queues.engine.scenario import ScenarioError, parse
 from queues.errors import FieldError, PolicyInvalid
@@ -36,7 +36,11 @@ FIELDS = {
     "within_cluster_queue": "preemption within the ClusterQueue",
     "reclaim_within_cohort": "reclaim within the cohort",
     "borrow_within_cohort": "preempt while borrowing within the cohort",
+    "fair_sharing": "fair sharing, whole cluster (on or off)",
 }
+# Fields of Kueue's manager configuration: the whole cluster, no ClusterQueue.
+CLUSTER_FIELDS = ("fair_sharing",)
+SWITCH_VALUES = {"on": True, "true": True, "off": False, "false": False}
 QUOTA_FIELDS = {
     "nominal_quota": "nominalQuota",
     "borrowing_limit": "borrowingLimit",
@@ -67,6 +71,8 @@ class Change:
         return {key: getattr(self, key) for key in CHANGE_KEYS}
 
     def describe(self) -> str:
+        if self.field in CLUSTER_FIELDS:
+            return f"whole cluster: {FIELDS[self.field]} → {self.value}"
         where = f" {self.flavor}/{self.resource}" if self.field in QUOTA_FIELDS else ""
         return f"{self.cluster_queue}{where}: {FIELDS.get(self.field, self.field)} → {self.value}"
 
@@ -79,6 +85,9 @@ def policy_document(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     as ``jobs.cluster_state`` feeds the engine), for editing and parsing."""
     document: dict[str, Any] = {key: [] for key in ENGINE_KINDS.values()}
     for obj in objects:
+        if is_manager_config(obj):  # fair sharing, waitForPodsReady: as Kueue reads them
+            document.update(copy.deepcopy(manager_config_settings(obj)))
+            continue
         key = ENGINE_KINDS.get(str(obj.get("kind", "")))
         if key is None:
             continue
@@ -190,6 +199,11 @@ def apply_changes(
     for k, change in changes:
         prefix = f"changes[{k}]"
         before = len(errors)
+        if change.field in CLUSTER_FIELDS:
+            spot = _apply_cluster_change(edited, k, change, targets, errors)
+            if spot is not None:
+                applied.append(spot)
+            continue
         if not change.cluster_queue:
             errors.append(FieldError(f"{prefix}.cluster_queue", "required", "pick a ClusterQueue"))
         elif change.cluster_queue not in queues:
@@ -267,6 +281,47 @@ def apply_changes(
         targets[target] = k
         applied.append(spot)
     return edited, applied, errors
+
+
+def _apply_cluster_change(
+    document: dict[str, Any],
+    k: int,
+    change: Change,
+    targets: dict[tuple[str, str, str, str], int],
+    errors: list[FieldError],
+) -> _Applied | None:
+    """A change of Kueue's manager configuration (today: fair sharing on or off)."""
+    prefix = f"changes[{k}]"
+    if change.cluster_queue:
+        errors.append(
+            FieldError(
+                f"{prefix}.cluster_queue",
+                "whole-cluster",
+                f"{FIELDS[change.field]} is set for the whole cluster: "
+                "leave the ClusterQueue empty",
+            )
+        )
+        return None
+    enable = SWITCH_VALUES.get(change.value.strip().lower())
+    if enable is None:
+        errors.append(
+            FieldError(f"{prefix}.value", "on-or-off", f"{change.value!r}: use on or off")
+        )
+        return None
+    target = ("", change.field, "", "")
+    if target in targets:
+        errors.append(
+            FieldError(
+                f"{prefix}.field",
+                "duplicate-change",
+                f"changes[{targets[target]}] already changes this; keep one of the two",
+            )
+        )
+        return None
+    targets[target] = k
+    fair = document.get("fairSharing")
+    document["fairSharing"] = {**(fair if isinstance(fair, dict) else {}), "enable": enable}
+    return _Applied(k, "", "fairSharing.enable", "fairSharing")
 
 
 def _unknown_slot(

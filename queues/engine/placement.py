@@ -48,7 +48,7 @@ def place_on_nodes(placer: Placer, workload: Workload) -> None:
         if given is None:
             count = counts.get(pod_set.name, pod_set.count)
             given = placer.place(flavor, pod_set.requests, count, pod_set.topology_request).nodes
-        placer.hold(workload.key, pod_set.requests, given)
+        placer.hold(workload.key, pod_set.name, pod_set.requests, given)
 
 
 def fits_on_nodes(placer: Placer | None, workload: Workload, assignment: Assignment) -> bool:

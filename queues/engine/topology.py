@@ -43,6 +43,18 @@ class TopologyRequest:
     level: str
     required: bool
 
+    @classmethod
+    def from_kueue(cls, raw: object) -> TopologyRequest | None:
+        """From a Workload pod set's ``topologyRequest`` (``required`` or
+        ``preferred``: a level's node label); None without one."""
+        if not isinstance(raw, Mapping):
+            return None
+        for kind in ("required", "preferred"):
+            level = raw.get(kind)
+            if isinstance(level, str) and level:
+                return cls(level, required=kind == "required")
+        return None
+
 
 @dataclass
 class Placement:
@@ -72,7 +84,8 @@ class Placer:
         self.nodes = {flavor: list(found) for flavor, found in nodes.items()}
         self.used: dict[str, dict[str, int]] = {}  # node -> resource -> amount
         self.held: dict[str, list[tuple[str, dict[str, int]]]] = {}  # workload -> usage
-        self.pods_on: dict[str, dict[str, int]] = {}  # workload -> node -> pods
+        # workload -> pod set -> node -> pods
+        self.pods_on: dict[str, dict[str, dict[str, int]]] = {}
 
     def handles(self, flavor: str) -> bool:
         return flavor in self.topologies
@@ -149,14 +162,16 @@ class Placer:
 
     # ------------------------------------------------------------- usage
 
-    def hold(self, key: str, per_pod: Mapping[str, int], nodes: Mapping[str, int]) -> None:
+    def hold(
+        self, key: str, pod_set: str, per_pod: Mapping[str, int], nodes: Mapping[str, int]
+    ) -> None:
         for node, pods in nodes.items():
             usage = {resource: amount * pods for resource, amount in per_pod.items()}
             used = self.used.setdefault(node, {})
             for resource, amount in usage.items():
                 used[resource] = used.get(resource, 0) + amount
             self.held.setdefault(key, []).append((node, usage))
-            placed = self.pods_on.setdefault(key, {})
+            placed = self.pods_on.setdefault(key, {}).setdefault(pod_set, {})
             placed[node] = placed.get(node, 0) + pods
 
     def release(self, key: str) -> None:

@@ -61,9 +61,37 @@ class PodSetTemplate:
     name: str
     count: int
     template: dict[str, Any]
+    min_count: int | None = None  # partial admission (a batch Job's min parallelism)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "count": self.count, "template": self.template}
+        """The Workload's pod set, as Kueue's job framework builds it: the pod
+        template's topology annotations become its topologyRequest."""
+        pod_set: dict[str, Any] = {
+            "name": self.name,
+            "count": self.count,
+            "template": self.template,
+        }
+        if self.min_count is not None and self.min_count < self.count:
+            pod_set["minCount"] = self.min_count
+        annotations = (self.template.get("metadata") or {}).get("annotations") or {}
+        request = {
+            kind: annotations[annotation]
+            for kind, annotation in (
+                ("required", REQUIRED_TOPOLOGY),
+                ("preferred", PREFERRED_TOPOLOGY),
+            )
+            if annotations.get(annotation)
+        }
+        if request:
+            pod_set["topologyRequest"] = request
+        return pod_set
+
+
+# Kueue's annotations: on a pod template, the topology level its pods share;
+# on a batch Job, the fewest pods partial admission may start it with.
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 
 
 def _pods(job_spec: Mapping[str, Any]) -> int:
@@ -129,7 +157,15 @@ class BatchJob(JobKind):
 
     def pod_sets(self, job: Mapping[str, Any]) -> list[PodSetTemplate]:
         spec = job.get("spec", {})
-        return [PodSetTemplate("main", _pods(spec), spec.get("template", {}))]
+        minimum = str((job.get("metadata") or {}).get("annotations", {}).get(MIN_PARALLELISM, ""))
+        return [
+            PodSetTemplate(
+                "main",
+                _pods(spec),
+                spec.get("template", {}),
+                int(minimum) if minimum.isdigit() and int(minimum) > 0 else None,
+            )
+        ]
 
     def finished(self, job: Mapping[str, Any]) -> bool:
         return bool((job.get("status") or {}).get("completionTime")) or super().finished(job)

@@ -16,19 +16,25 @@ what sync stores and the dashboard shows stays in real time.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from queues.backends.base import TYPES, BackendError
 from queues.backends.simulated import SimulatedBackend
-from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
+from queues.engine.model import CheckState, Workload
 from queues.engine.runner import run_cycles
-from queues.engine.scenario import ScenarioError, parse
 from queues.engine.scheduler import Scheduler
-from queues.quantity import QuantityError, format_canonical, to_canonical
+from queues.quantity import format_canonical
+from queues.simulation.annotations import (
+    CHECKPOINT,
+    DONE,
+    PLACEMENT,
+    STARTED,
+    epoch,
+)
 from queues.simulation.job_kinds import (
     KINDS,
     JobKind,
@@ -37,28 +43,29 @@ from queues.simulation.job_kinds import (
     kind_of,
     set_condition,
 )
+from queues.simulation.policy import read_policy
 from queues.simulation.queue_status import cluster_queue_status, finished, local_queue_status
 from queues.simulation.selectors import selects
+from queues.simulation.workload_reading import engine_workload
 
 log = logging.getLogger(__name__)
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
-RUNTIME = "berth.dev/simulated-runtime-seconds"
-STARTED = "berth.dev/simulated-started-at"
-DONE = "berth.dev/simulated-work-done-seconds"
-CHECKPOINT = "berth.dev/checkpoint-interval-seconds"
-DEFAULT_RUNTIME = 600.0
 
 
-def epoch(text: str | None, default: float) -> float:
-    if not text:
-        return default
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return default
+def _retry_time(obj: Mapping[str, Any], now: float) -> float | None:
+    """The latest time a Retry check asked to wait until (its lastTransitionTime
+    plus requeueAfterSeconds), if still ahead: Kueue's requeueAt."""
+    latest = None
+    for check in (obj.get("status") or {}).get("admissionChecks", []):
+        after = check.get("requeueAfterSeconds")
+        if check.get("state") != CheckState.RETRY.value or not isinstance(after, int):
+            continue
+        at = epoch(check.get("lastTransitionTime"), now) + after
+        latest = at if latest is None else max(latest, at)
+    return latest if latest is not None and latest > now else None
 
 
 @dataclass
@@ -172,96 +179,11 @@ class SimulatedKueue:
 
     # ------------------------------------------------------------ the engine
 
-    def _policy(self) -> Policy | None:
-        def bare(kind: str) -> list[dict[str, Any]]:
-            return [
-                {
-                    "apiVersion": o["apiVersion"],
-                    "kind": o["kind"],
-                    "metadata": {"name": o["metadata"]["name"]},
-                    **({"spec": o["spec"]} if "spec" in o else {}),
-                    **({"value": o["value"]} if "value" in o else {}),
-                }
-                for o in self.backend.list(TYPES[kind])[0]
-            ]
-
-        document = {
-            "resourceFlavors": bare("ResourceFlavor"),
-            "cohorts": bare("Cohort"),
-            "clusterQueues": bare("ClusterQueue"),
-            "workloadPriorityClasses": bare("WorkloadPriorityClass"),
-        }
-        try:
-            return parse(document, "simulated cluster").policy
-        except ScenarioError as exc:
-            log.error("the simulated cluster's Kueue objects do not load: %s", exc)
-            return None
-
-    def _engine_workload(self, obj: Mapping[str, Any], queue: str, now: float) -> Workload:
-        metadata = obj["metadata"]
-        annotations = metadata.get("annotations", {})
-        pod_sets = []
-        for pod_set in obj["spec"].get("podSets", []):
-            template = pod_set.get("template", {}).get("spec", {})
-            requests: dict[str, int] = {}
-            for container in template.get("containers", []):
-                for resource, value in (
-                    container.get("resources", {}).get("requests") or {}
-                ).items():
-                    try:
-                        requests[resource] = requests.get(resource, 0) + to_canonical(
-                            resource, value
-                        )
-                    except QuantityError:
-                        continue
-            pod_sets.append(
-                PodSet(
-                    pod_set.get("name", "main"),
-                    int(pod_set.get("count", 1)),
-                    requests,
-                    dict(template.get("nodeSelector") or {}),
-                    tuple(
-                        Toleration(
-                            t.get("key", ""),
-                            t.get("operator", "Equal"),
-                            t.get("value", ""),
-                            t.get("effect", ""),
-                        )
-                        for t in template.get("tolerations") or []
-                    ),
-                )
-            )
-        status = obj.get("status") or {}
-        admission = None
-        if status.get("admission"):
-            admission = {
-                a["name"]: dict(a.get("flavors", {}))
-                for a in status["admission"].get("podSetAssignments", [])
-            }
-        workload = Workload(
-            name=metadata["name"],
-            namespace=metadata["namespace"],
-            cluster_queue=queue,
-            pod_sets=tuple(pod_sets),
-            priority=int(obj["spec"].get("priority") or 0),
-            creation_time=epoch(metadata.get("creationTimestamp"), now),
-            runtime=float(annotations.get(RUNTIME, DEFAULT_RUNTIME)),
-            admission=admission,
-            admitted_at=epoch(annotations.get(STARTED), now) if admission else None,
-            active=obj["spec"].get("active", True) is not False,
-        )
-        workload.check_states = {
-            c["name"]: CheckState(c["state"])
-            for c in status.get("admissionChecks", [])
-            if c.get("state") in {s.value for s in CheckState}
-        }
-        return workload
-
     # ------------------------------------------------------------------- tick
 
     def tick(self, now: float) -> TickResult:
         result = TickResult(workloads_created=self._create_workloads(now))
-        policy = self._policy()
+        policy = read_policy(self.backend)
         if policy is None:
             return result
         local_queue_objects = self.backend.list(TYPES["LocalQueue"])[0]
@@ -302,7 +224,7 @@ class SimulatedKueue:
                     now,
                 )
                 continue
-            workload = self._engine_workload(obj, queue, now)
+            workload = engine_workload(obj, queue, now)
             stop = stopped.get((namespace, obj["spec"].get("queueName", "")))
             if stop is not None and self._held(obj, workload, stop, now):
                 continue
@@ -352,7 +274,8 @@ class SimulatedKueue:
             result.timed_out.append(_key(obj))
         cycles = run_cycles(scheduler, until_stable=True)
         for key, flavors in {**cycles.admitted, **cycles.reserved}.items():
-            self._admit(stored[_split(key)], scheduler.workloads[key], flavors, now)
+            placed = scheduler.placer.pods_on.get(key) if scheduler.placer else None
+            self._admit(stored[_split(key)], scheduler.workloads[key], flavors, now, placed)
             result.admitted.append(key)
         for preemption in cycles.preempted:
             victim = stored.get(_split(preemption.victim))
@@ -429,12 +352,15 @@ class SimulatedKueue:
         workload: Workload,
         flavors: Mapping[str, Mapping[str, str]],
         now: float,
+        placement: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         body = self._refresh(obj)
         assignments = []
+        counts = workload.admitted_counts or {}
         for pod_set in workload.pod_sets:
+            count = counts.get(pod_set.name, pod_set.count)
             usage = {
-                r: format_canonical(r, a * pod_set.count)
+                r: format_canonical(r, a * count)
                 for r, a in pod_set.requests.items()
                 if r in flavors.get(pod_set.name, {})
             }
@@ -443,8 +369,14 @@ class SimulatedKueue:
                     "name": pod_set.name,
                     "flavors": dict(flavors[pod_set.name]),
                     "resourceUsage": usage,
-                    "count": pod_set.count,
+                    "count": count,
                 }
+            )
+        if placement:
+            # Where the pods went on topology-aware flavors: Berth's own record
+            # (Kueue writes podSetAssignments[].topologyAssignment).
+            body["metadata"].setdefault("annotations", {})[PLACEMENT] = json.dumps(
+                placement, sort_keys=True
             )
         status = body.setdefault("status", {})
         status["admission"] = {
@@ -493,13 +425,17 @@ class SimulatedKueue:
             self._write(body)
             self._set_job_suspended(body, False, now)
         elif CheckState.REJECTED in states or CheckState.RETRY in states:
+            retry_at = _retry_time(obj, now)
+            workload.requeue_at = retry_at  # out of its queue until then, this step too
             scheduler.reconcile_checks(workload.key)
             pending = scheduler.status.get(workload.key)
             message = pending.message if pending else "AdmissionCheck answered"
             if CheckState.REJECTED in states:
                 self._deactivate(obj, message, now)
             else:
-                self._evict(obj, "AdmissionCheck", message, now)
+                self._evict(
+                    obj, "AdmissionCheck", message, now, preempted=False, requeue_at=retry_at
+                )
 
     def _deactivate(
         self,
@@ -531,6 +467,7 @@ class SimulatedKueue:
         now: float,
         *,
         preempted: bool = True,
+        requeue_at: float | None = None,
     ) -> None:
         """Evict a workload: by preemption (``reason`` is the preemption's), or,
         with ``preempted`` False, for ``reason`` itself (a stopped queue)."""
@@ -545,6 +482,8 @@ class SimulatedKueue:
             ran = max(0.0, now - started) * self.speedup
             status[PAST_EXECUTION] = int(float(status.get(PAST_EXECUTION, 0)) + ran)
         status.pop("admission", None)
+        if requeue_at is not None:  # Kueue's requeueState: not queued before then
+            status.setdefault("requeueState", {})["requeueAt"] = iso(requeue_at)
         # Kueue keeps the checks and resets them to Pending: asked again next time.
         if status.get("admissionChecks"):
             status["admissionChecks"] = _reset_checks(

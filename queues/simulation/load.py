@@ -12,7 +12,8 @@ from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
 from queues.kueue.render import TEAM_LABEL
 from queues.models import QueueClass
-from queues.simulation.kueue import CHECKPOINT, PRIORITY_LABEL, QUEUE_LABEL, RUNTIME
+from queues.simulation.annotations import CHECKPOINT, RUNTIME
+from queues.simulation.kueue import PRIORITY_LABEL, QUEUE_LABEL
 
 GPU = "nvidia.com/gpu"
 # Jobs per simulated hour, per team namespace: enough to keep a 64-GPU demo busy.

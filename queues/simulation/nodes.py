@@ -1,7 +1,9 @@
 """Nodes for the simulated cluster. A real cluster brings its own; the simulated
 one gets, per ResourceFlavor, just enough 8-GPU nodes to hold the nominal GPU
 quota the ClusterQueues give that flavor, labelled and tainted as the flavor
-says, so capacity and utilisation read like a cluster sized to its policy."""
+says, so capacity and utilisation read like a cluster sized to its policy.
+Like a GPU data centre's, they sit in racks of four nodes and blocks of four
+racks (``RACK_LABEL``, ``BLOCK_LABEL``), for topology-aware scheduling."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from queues.quantity import to_canonical
 
 GPU = "nvidia.com/gpu"
 GPUS_PER_NODE = 8
+BLOCK_LABEL = "topology.berth.dev/block"
+RACK_LABEL = "topology.berth.dev/rack"
+NODES_PER_RACK, RACKS_PER_BLOCK = 4, 4
 # Per GPU, like the H100 nodes of the demo organisation.
 CPU_PER_GPU, MEMORY_GIB_PER_GPU = 24, 256
 
@@ -38,7 +43,11 @@ def node(flavor: dict[str, Any], index: int) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {**(spec.get("nodeLabels") or {}), "kubernetes.io/hostname": name},
+            "labels": {
+                **(spec.get("nodeLabels") or {}),
+                **placement_labels(flavor["metadata"]["name"], index),
+                "kubernetes.io/hostname": name,
+            },
         },
         "spec": {"taints": list(spec.get("nodeTaints") or [])},
         "status": {
@@ -51,17 +60,32 @@ def node(flavor: dict[str, Any], index: int) -> dict[str, Any]:
     }
 
 
+def placement_labels(flavor: str, index: int) -> dict[str, str]:
+    rack = index // NODES_PER_RACK
+    return {
+        BLOCK_LABEL: f"{flavor}-b{rack // RACKS_PER_BLOCK}",
+        RACK_LABEL: f"{flavor}-r{rack}",
+    }
+
+
 def ensure_nodes(backend: SimulatedBackend) -> int:
-    """Add the nodes a flavor is missing (never removes any). Returns how many."""
+    """Add the nodes a flavor is missing (never removes any), and give nodes
+    from before racks existed their rack and block. Returns how many it added."""
     flavors, _ = backend.list(TYPES["ResourceFlavor"])
     gpus = nominal_gpus(backend.list(TYPES["ClusterQueue"])[0])
-    existing = {n["metadata"]["name"] for n in backend.list(TYPES["Node"])[0]}
+    existing = {n["metadata"]["name"]: n for n in backend.list(TYPES["Node"])[0]}
     created = 0
     for flavor in flavors:
         wanted = math.ceil(gpus.get(flavor["metadata"]["name"], 0) / GPUS_PER_NODE)
         for index in range(wanted):
             body = node(flavor, index)
-            if body["metadata"]["name"] not in existing:
+            old = existing.get(body["metadata"]["name"])
+            if old is None:
                 backend.create(body)
                 created += 1
+            elif RACK_LABEL not in (old["metadata"].get("labels") or {}):
+                old["metadata"].setdefault("labels", {}).update(
+                    placement_labels(flavor["metadata"]["name"], index)
+                )
+                backend.replace(old)
     return created

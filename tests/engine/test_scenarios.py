@@ -46,8 +46,10 @@ def run(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     placer = scheduler.placer
     actual["placedOn"] = {
-        key.removeprefix("default/"): nodes
-        for key, nodes in (placer.pods_on if placer else {}).items()
+        key.removeprefix("default/"): {
+            node: pods for nodes in pod_sets.values() for node, pods in nodes.items()
+        }
+        for key, pod_sets in (placer.pods_on if placer else {}).items()
     }
     return actual, expect
 

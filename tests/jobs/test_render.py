@@ -581,3 +581,42 @@ def test_the_webhook_checks_catch_what_the_projects_refuse() -> None:
     trainjob = job_of(make("TrainJob"))
     trainjob["spec"]["trainer"]["env"].append({"name": "PET_NNODES", "value": "2"})
     assert crds.webhook_errors(trainjob) == ["trainer.env: PET_NNODES is set by the torch runtime"]
+
+
+# ------------------------------------------------- topology and partial admission
+
+RACK = "topology.berth.dev/rack"
+
+
+@pytest.mark.parametrize("kind", JOB_KINDS)
+@pytest.mark.parametrize("level", ["required", "preferred"])
+def test_a_topology_request_reaches_every_pod_set_kueue_builds(kind: str, level: str) -> None:
+    """Kueue reads the podset-*-topology annotation off each pod template into
+    the Workload's topologyRequest; the simulated cluster's job kinds do too."""
+    from queues.simulation.job_kinds import kind_of
+
+    job = job_of(make(kind, **{f"topology_{level}": RACK}))
+    for template in pod_templates(job):
+        assert template["metadata"]["annotations"] == {
+            f"kueue.x-k8s.io/podset-{level}-topology": RACK
+        }
+    found = kind_of(job)
+    assert found is not None
+    pod_sets = [p.as_dict() for p in found.pod_sets(job)]
+    assert pod_sets and all(p["topologyRequest"] == {level: RACK} for p in pod_sets)
+    assert all("annotations" not in t["metadata"] for t in pod_templates(job_of(make(kind))))
+
+
+def test_a_batch_job_asks_kueue_for_its_minimum_parallelism() -> None:
+    from queues.simulation.job_kinds import kind_of
+
+    job = job_of(make("Job", min_nodes=2))
+    assert job["metadata"]["annotations"]["kueue.x-k8s.io/job-min-parallelism"] == "2"
+    found = kind_of(job)
+    assert found is not None
+    (pod_set,) = [p.as_dict() for p in found.pod_sets(job)]
+    assert (pod_set["count"], pod_set["minCount"]) == (4, 2)
+    # As many as it asks for: nothing to reduce, no annotation.
+    assert "kueue.x-k8s.io/job-min-parallelism" not in job_of(make("Job", min_nodes=4))[
+        "metadata"
+    ].get("annotations", {})

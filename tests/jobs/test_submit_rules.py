@@ -56,6 +56,13 @@ CASES = [
     ("gpu_count", "unknown-field", {"gpu_count": 8}),
     ("team", "unknown-team", {"team": "serving"}),
     ("namespace", "not-team-namespace", {"team": "research", "namespace": "serving"}),
+    ("min_nodes", "job-kind-only", {"kind": "JobSet", "nodes": 2, "min_nodes": 1}),
+    ("min_nodes", "range", {"nodes": 2, "min_nodes": 3}),
+    ("min_nodes", "min_value", {"nodes": 2, "min_nodes": 0}),
+    ("topology_preferred", "one-of",
+     {"topology_required": "topology.berth.dev/rack",
+      "topology_preferred": "topology.berth.dev/block"}),
+    ("topology_required", "label-key", {"topology_required": "not a label"}),
 ]  # fmt: skip
 
 

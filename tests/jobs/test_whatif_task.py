@@ -379,3 +379,71 @@ def test_a_worker_runs_a_run_delivered_twice_once(
     run.refresh_from_db()
     assert run.finished_at == finished and run.progress == 100  # the duplicate did nothing
     assert queue_row(run.result, "research")["proposal"]["nominal"] == "48"
+
+
+FAIR_SHARING_SCENARIO = """
+resourceFlavors: [{name: default}]
+clusterQueues:
+  - {name: a, cohortName: c, resourceGroups: [{coveredResources: [nvidia.com/gpu],
+     flavors: [{name: default, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]}
+  - {name: b, cohortName: c, resourceGroups: [{coveredResources: [nvidia.com/gpu],
+     flavors: [{name: default, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]}]}
+  - {name: lender, cohortName: c, resourceGroups: [{coveredResources: [nvidia.com/gpu],
+     flavors: [{name: default, resources: [{name: nvidia.com/gpu, nominalQuota: 6}]}]}]}
+workloads:
+  - {name: a-old, clusterQueue: a, creationTime: 0, runtime: 2h,
+     podSets: [{requests: {nvidia.com/gpu: 4}}]}
+  - {name: b-old, clusterQueue: b, creationTime: 0, runtime: 2h,
+     podSets: [{requests: {nvidia.com/gpu: 2}}]}
+  - {name: a-new, clusterQueue: a, creationTime: 60, runtime: 1h,
+     podSets: [{requests: {nvidia.com/gpu: 4}}]}
+  - {name: b-new, clusterQueue: b, creationTime: 60, runtime: 1h,
+     podSets: [{requests: {nvidia.com/gpu: 4}}]}
+"""
+
+
+def test_a_proposal_can_turn_fair_sharing_on_for_the_whole_cluster(
+    org: Org, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Room for one of two equal heads. Classic order takes a's (its name sorts
+    first); fair sharing takes b's, whose queue would borrow the smaller share."""
+    with django_capture_on_commit_callbacks(execute=True):
+        run = whatif.create_run(
+            org.users["admin"],
+            source="scenario",
+            scenario=FAIR_SHARING_SCENARIO,
+            changes=[{"field": "fair_sharing", "value": "on"}],
+        )
+    run.refresh_from_db()
+    assert run.state == WhatIfState.SUCCEEDED, run.error
+    a, b = queue_row(run.result, "a"), queue_row(run.result, "b")
+    assert a["today"]["p95_wait"] < b["today"]["p95_wait"]
+    assert b["proposal"]["p95_wait"] < a["proposal"]["p95_wait"]
+    assert whatif.describe_changes(run.changes) == [
+        "whole cluster: fair sharing, whole cluster (on or off) → on"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "rule"),
+    [
+        ({"field": "fair_sharing", "value": "maybe"}, "changes[0].value", "on-or-off"),
+        (
+            {"cluster_queue": "a", "field": "fair_sharing", "value": "on"},
+            "changes[0].cluster_queue",
+            "whole-cluster",
+        ),
+    ],
+)
+def test_a_bad_fair_sharing_change_names_the_field(
+    org: Org, change: dict[str, str], field: str, rule: str
+) -> None:
+    with pytest.raises(PolicyInvalid) as caught:
+        whatif.create_run(
+            org.users["admin"],
+            source="scenario",
+            scenario=FAIR_SHARING_SCENARIO,
+            changes=[change],
+        )
+    assert [(e.field, e.rule) for e in caught.value.errors] == [(field, rule)]
+    assert not WhatIfRun.objects.exists()

@@ -14,8 +14,9 @@ import pytest
 from jobs.render import JOB_KINDS, JobSpec, Placement, render_job
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
+from queues.simulation.annotations import RUNTIME
 from queues.simulation.job_kinds import KINDS, PodSetTemplate, kind_of
-from queues.simulation.kueue import RUNTIME, SimulatedKueue
+from queues.simulation.kueue import SimulatedKueue
 from tests.jobs.crds import schema_errors, strict
 from tests.kueue.crds import schema as kueue_schema
 from tests.simulation.test_simulated_kueue import SPEEDUP, conditions, gpu_usage, kueue_objects

@@ -4,6 +4,7 @@ job preempts and the victim keeps its checkpointed progress."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -408,3 +409,168 @@ def test_a_namespace_the_cluster_queue_does_not_select_waits_until_it_is_labelle
     namespace["metadata"]["labels"] = {"berth.dev/team": "team-a"}
     backend.replace(namespace)
     assert kueue.tick(now + 1).admitted == ["team-a/job-early"]
+
+
+def test_a_retry_check_with_requeue_after_keeps_the_workload_out_until_then(
+    backend: SimulatedBackend,
+) -> None:
+    """Kueue: a check answered Retry evicts the workload; its requeueAfterSeconds
+    (from the check's lastTransitionTime) becomes status.requeueState.requeueAt,
+    and the workload is not admitted again before that time."""
+    queue = backend.get(TYPES["ClusterQueue"], "team-a")
+    assert queue is not None
+    queue["spec"]["admissionChecks"] = ["capacity-check"]
+    backend.replace(queue)
+    kueue = SimulatedKueue(backend, SPEEDUP)
+    backend.create(job("team-a", "train", "main", 8, runtime=6000))
+    now = float(int(time.time()))
+    kueue.tick(now)
+    reserved = workload(backend, "train")
+    assert reserved["status"]["admission"]
+    assert [c["state"] for c in reserved["status"]["admissionChecks"]] == ["Pending"]
+
+    # The check's controller asks to try again in two minutes.
+    check = reserved["status"]["admissionChecks"][0]
+    check.update(
+        state="Retry",
+        requeueAfterSeconds=120,
+        lastTransitionTime=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 1)),
+    )
+    backend.replace(reserved)
+    kueue.tick(now + 1)
+    evicted = workload(backend, "train")
+    assert "admission" not in evicted["status"]
+    assert conditions(evicted)["Evicted"] == ("True", "AdmissionCheck")
+    assert evicted["status"]["requeueState"]["requeueAt"] == time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 121)
+    )
+
+    for later in (now + 2, now + 60, now + 120):
+        kueue.tick(later)
+        assert "admission" not in workload(backend, "train")["status"], later
+    kueue.tick(now + 121)
+    again = workload(backend, "train")
+    assert again["status"]["admission"]
+    assert [c["state"] for c in again["status"]["admissionChecks"]] == ["Pending"]
+
+
+def test_simulated_nodes_sit_in_racks_of_four_and_blocks_of_four_racks(db: Any) -> None:
+    backend = SimulatedBackend()
+    for obj in kueue_objects(gpus=8 * 20):  # 20 nodes
+        backend.create(obj)
+    assert ensure_nodes(backend) == 20
+    labels = {
+        n["metadata"]["name"]: n["metadata"]["labels"] for n in backend.list(TYPES["Node"])[0]
+    }
+    racks: dict[str, list[str]] = {}
+    for name, node_labels in labels.items():
+        racks.setdefault(node_labels["topology.berth.dev/rack"], []).append(name)
+    assert sorted(len(members) for members in racks.values()) == [4, 4, 4, 4, 4]
+    assert labels["sim-h100-000"]["topology.berth.dev/block"] == "h100-b0"
+    assert labels["sim-h100-016"]["topology.berth.dev/block"] == "h100-b1"
+    assert labels["sim-h100-015"]["topology.berth.dev/rack"] == "h100-r3"
+
+    # A node from before racks existed gets its labels, and nothing is added.
+    old = backend.get(TYPES["Node"], "sim-h100-005")
+    assert old is not None
+    for key in ("topology.berth.dev/rack", "topology.berth.dev/block"):
+        del old["metadata"]["labels"][key]
+    backend.replace(old)
+    assert ensure_nodes(backend) == 0
+    relabelled = backend.get(TYPES["Node"], "sim-h100-005")
+    assert relabelled is not None
+    assert relabelled["metadata"]["labels"]["topology.berth.dev/rack"] == "h100-r1"
+
+
+def topology_cluster(db: Any, gpus: int) -> SimulatedBackend:
+    """kueue_objects with a Topology of racks on the flavor, and its nodes."""
+    backend = SimulatedBackend()
+    for obj in kueue_objects(gpus=gpus):
+        if obj["kind"] == "ResourceFlavor":
+            obj["spec"]["topologyName"] = "racks"
+        backend.create(obj)
+    backend.create(
+        {
+            "apiVersion": KUEUE,
+            "kind": "Topology",
+            "metadata": {"name": "racks"},
+            "spec": {
+                "levels": [
+                    {"nodeLabel": "topology.berth.dev/block"},
+                    {"nodeLabel": "topology.berth.dev/rack"},
+                    {"nodeLabel": "kubernetes.io/hostname"},
+                ]
+            },
+        }
+    )
+    ensure_nodes(backend)
+    return backend
+
+
+def in_one_rack(body: dict[str, Any], level: str = "required") -> dict[str, Any]:
+    template = body["spec"]["template"]
+    template.setdefault("metadata", {})["annotations"] = {
+        f"kueue.x-k8s.io/podset-{level}-topology": "topology.berth.dev/rack"
+    }
+    return body
+
+
+def test_a_gang_that_must_share_a_rack_waits_when_no_rack_holds_it(db: Any) -> None:
+    """64 GPUs in two racks of 32: 5 nodes' worth in one rack never fits, though
+    the quota has room; 4 nodes' worth goes into one rack, its pods recorded
+    per node."""
+    backend = topology_cluster(db, gpus=64)
+    kueue = SimulatedKueue(backend, SPEEDUP)
+    backend.create(in_one_rack(job("team-a", "wide", "main", 40, runtime=600)))
+    backend.create(in_one_rack(job("team-a", "fits", "main", 32, runtime=600)))
+    now = time.time()
+    assert kueue.tick(now).admitted == ["team-a/job-fits"]
+    wide = workload(backend, "wide")
+    assert wide["spec"]["podSets"][0]["topologyRequest"] == {"required": "topology.berth.dev/rack"}
+    message = next(
+        c["message"] for c in wide["status"]["conditions"] if c["type"] == "QuotaReserved"
+    )
+    assert 'topology "racks" allows to fit only 4 out of 5 pod(s)' in message
+    fits = workload(backend, "fits")
+    placed = json.loads(fits["metadata"]["annotations"]["berth.dev/simulated-topology-assignment"])
+    nodes = placed["main"]
+    assert sum(nodes.values()) == 4
+    racks = {
+        (backend.get(TYPES["Node"], name) or {})["metadata"]["labels"]["topology.berth.dev/rack"]
+        for name in nodes
+    }
+    assert len(racks) == 1
+
+    # The next step keeps the placement: a second 4-node gang takes the other rack.
+    backend.create(in_one_rack(job("team-a", "second", "main", 32, runtime=600)))
+    assert kueue.tick(now + 1).admitted == ["team-a/job-second"]
+    second = json.loads(
+        workload(backend, "second")["metadata"]["annotations"][
+            "berth.dev/simulated-topology-assignment"
+        ]
+    )["main"]
+    assert not set(second) & set(nodes)
+
+
+def test_a_batch_job_with_a_minimum_parallelism_starts_with_fewer_pods(
+    backend: SimulatedBackend,
+) -> None:
+    """Kueue's partial admission for batch Jobs (kueue.x-k8s.io/job-min-parallelism):
+    8 GPUs, 6 of them busy, a job of 4 one-GPU pods that can start with 2."""
+    kueue = SimulatedKueue(backend, SPEEDUP)
+    backend.create(job("team-a", "busy", "main", 6, runtime=6000))
+    now = time.time()
+    kueue.tick(now)
+    small = job("team-a", "flexible", "main", 1, runtime=600)
+    small["spec"]["parallelism"] = small["spec"]["completions"] = 4
+    small["metadata"]["annotations"]["kueue.x-k8s.io/job-min-parallelism"] = "2"
+    backend.create(small)
+    assert kueue.tick(now + 1).admitted == ["team-a/job-flexible"]
+    flexible = workload(backend, "flexible")
+    assert flexible["spec"]["podSets"][0]["minCount"] == 2
+    (assignment,) = flexible["status"]["admission"]["podSetAssignments"]
+    assert assignment["count"] == 2
+    assert assignment["resourceUsage"]["nvidia.com/gpu"] == "2"
+    # Read back next step: it holds 2 GPUs, not 4, so 8 are in use.
+    kueue.tick(now + 2)
+    assert gpu_usage(backend) == "8"
