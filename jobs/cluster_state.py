@@ -7,6 +7,7 @@ module, never the cluster itself (request handlers do not talk to the cluster).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -15,14 +16,14 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs.models import JobRequest, WorkloadRecord, WorkloadState
+from jobs.models import JobRequest, ObservedNode, WorkloadRecord, WorkloadState
 from jobs.pace import Pace, cluster_pace
 from jobs.runtimes import Runtimes, recorded_runtimes
 from queues.engine.configuration import manager_configuration
 from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
 from queues.engine.scenario import ScenarioError, parse
 from queues.engine.scheduler import Scheduler
-from queues.engine.topology import TopologyRequest
+from queues.engine.topology import HOSTNAME, ClusterNode, TopologyRequest
 from queues.kueue.manager_config import KEY as MANAGER_KEY
 from queues.kueue.manager_config import NAME as MANAGER_NAME
 from queues.kueue.manager_config import NAMESPACE as MANAGER_NAMESPACE
@@ -40,6 +41,7 @@ ENGINE_KINDS = {
     "Cohort": "cohorts",
     "ClusterQueue": "clusterQueues",
     "WorkloadPriorityClass": "workloadPriorityClasses",
+    "Topology": "topologies",
 }
 
 
@@ -91,16 +93,39 @@ _cached: tuple[int, Policy] | None = None
 
 
 def current_policy() -> Policy:
-    """The engine's view of the policy in Postgres; parsed once per policy version."""
+    """The engine's view of the policy in Postgres (parsed once per policy
+    version), with the nodes sync last saw when a flavor is topology-aware."""
     global _cached
     version = policy_version()
     with _cache_lock:
-        if _cached is not None and _cached[0] == version:
-            return _cached[1]
-    policy = policy_from_objects(desired_objects())
-    with _cache_lock:
-        _cached = (version, policy)
-    return policy
+        cached = _cached[1] if _cached is not None and _cached[0] == version else None
+    if cached is None:
+        cached = policy_from_objects(desired_objects())
+        with _cache_lock:
+            _cached = (version, cached)
+    return with_observed_nodes(cached)
+
+
+def observed_nodes() -> list[dict[str, Any]]:
+    """The nodes sync last saw, scenario-shaped (``nodes:``)."""
+    return [
+        {"name": node.name, "labels": dict(node.labels), "capacity": dict(node.allocatable)}
+        for node in ObservedNode.objects.all()
+    ]
+
+
+def with_observed_nodes(policy: Policy) -> Policy:
+    if not policy.topologies:
+        return policy
+    nodes = tuple(
+        ClusterNode(
+            row["name"],
+            {**row["labels"], HOSTNAME: row["name"]},
+            {str(k): int(v) for k, v in row["capacity"].items()},
+        )
+        for row in observed_nodes()
+    )
+    return dataclasses.replace(policy, nodes=nodes)
 
 
 def pod_set(row: Mapping[str, Any]) -> PodSet:
@@ -122,6 +147,13 @@ def pod_set(row: Mapping[str, Any]) -> PodSet:
         min_count=row.get("min_count"),
         topology_request=TopologyRequest.from_kueue(row.get("topology_request")),
     )
+
+
+def _admitted(shapes: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    """Per pod set, what sync recorded of its admission (``admitted_count``:
+    partial admission's pods; ``placed_on``: pods per node)."""
+    found = {str(s.get("name", "main")): s[key] for s in shapes if s.get(key) is not None}
+    return found or None
 
 
 def _seconds(moment: datetime | None) -> float | None:
@@ -200,6 +232,8 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
                 else None
             ),
             admission={k: dict(v) for k, v in row.flavors.items()} if holds else None,
+            admitted_counts=_admitted(row.pod_sets, "admitted_count") if holds else None,
+            topology_assignment=_admitted(row.pod_sets, "placed_on") if holds else None,
             admitted_at=admitted_at,
             check_states=_check_states(row) if holds else {},
             evicting=row.state == WorkloadState.EVICTED,

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from jobs.models import (
     CapacitySnapshot,
+    ObservedNode,
     QueueSnapshot,
     QueueStatus,
 )
@@ -146,6 +147,28 @@ def snapshot_queues(backend: ClusterBackend, at: datetime | None = None) -> int:
     return len(rows)
 
 
+def record_nodes(nodes: Iterable[Mapping[str, Any]], at: datetime) -> None:
+    """Keep the nodes as they are now (estimates place gangs on them); writes
+    only what changed since the last sync."""
+    stored = {n.name: (n.labels, n.allocatable) for n in ObservedNode.objects.all()}
+    seen = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        seen.append(name)
+        labels = dict(node["metadata"].get("labels") or {})
+        allocatable = {
+            str(resource): amount_of(resource, value)
+            for resource, value in ((node.get("status") or {}).get("allocatable") or {}).items()
+        }
+        if stored.get(name) != (labels, allocatable):
+            ObservedNode.objects.update_or_create(
+                name=name,
+                defaults={"labels": labels, "allocatable": allocatable, "changed_at": at},
+            )
+    if set(stored) - set(seen):
+        ObservedNode.objects.exclude(name__in=seen).delete()
+
+
 def snapshot_capacity(
     backend: ClusterBackend, flavors: Iterable[Mapping[str, Any]], at: datetime | None = None
 ) -> int:
@@ -153,6 +176,7 @@ def snapshot_capacity(
     for GPUs how many were busy (jobs.utilisation)."""
     at = (at or timezone.now()).replace(microsecond=0)
     nodes, _ = backend.list(TYPES["Node"])
+    record_nodes(nodes, at)
     flavors = list(flavors)
     busy, measured_by = busy_gpus(nodes, flavors)
     held: dict[tuple[str, str], int] = {}

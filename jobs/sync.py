@@ -29,6 +29,7 @@ from jobs.models import (
 )
 from jobs.rollups import count_admission, count_eviction
 from queues.backends.base import TYPES, ClusterBackend, WatchEvent, WatchExpired
+from queues.kueue import topology_assignment
 from queues.models import LocalQueue, TeamNamespace
 from queues.quantity import QuantityError, to_canonical
 
@@ -75,6 +76,10 @@ def _requests(workload: Mapping[str, Any]) -> tuple[dict[str, int], list[dict[st
             shape["node_selector"] = dict(spec["nodeSelector"])
         if spec.get("tolerations"):
             shape["tolerations"] = list(spec["tolerations"])
+        if pod_set.get("minCount") is not None:
+            shape["min_count"] = int(pod_set["minCount"])
+        if pod_set.get("topologyRequest"):
+            shape["topology_request"] = dict(pod_set["topologyRequest"])
         pod_sets.append(shape)
     return totals, pod_sets
 
@@ -182,6 +187,21 @@ def _owner(workload: Mapping[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
+def _record_admission(shapes: list[dict[str, Any]], assignments: list[Mapping[str, Any]]) -> None:
+    """Onto each pod set's shape: the pods admitted when fewer than asked
+    (partial admission) and where they run (a topology-aware flavor)."""
+    by_name = {a.get("name"): a for a in assignments}
+    for shape in shapes:
+        assigned = by_name.get(shape["name"])
+        if assigned is None:
+            continue
+        if assigned.get("count") is not None and int(assigned["count"]) != shape["count"]:
+            shape["admitted_count"] = int(assigned["count"])
+        placed = topology_assignment.pods_per_node(assigned.get("topologyAssignment") or {})
+        if placed:
+            shape["placed_on"] = placed
+
+
 def upsert_workload(
     workload: Mapping[str, Any], teams: Mapping[str, int] | None = None
 ) -> WorkloadRecord:
@@ -190,10 +210,9 @@ def upsert_workload(
     status = workload.get("status", {})
     state, reason, message = state_of(workload)
     totals, pod_sets = _requests(workload)
-    flavors = {
-        a["name"]: dict(a.get("flavors", {}))
-        for a in (status.get("admission") or {}).get("podSetAssignments", [])
-    }
+    assignments = (status.get("admission") or {}).get("podSetAssignments", [])
+    flavors = {a["name"]: dict(a.get("flavors", {})) for a in assignments}
+    _record_admission(pod_sets, assignments)
     team_ids = teams if teams is not None else _team_ids()
     job_kind, job_name = _owner(workload)
     conditions = _conditions(workload)

@@ -177,6 +177,22 @@ class QueueStatus(models.Model):
         return f"{self.kind} {where}{self.name}"
 
 
+class ObservedNode(models.Model):
+    """A node as the last sync saw it: the labels topology-aware scheduling
+    places pods by, and its allocatable resources (canonical units)."""
+
+    name = models.CharField(max_length=253, unique=True)
+    labels = models.JSONField(default=dict)
+    allocatable = models.JSONField(default=dict)
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class CapacitySnapshot(models.Model):
     """Allocatable resources of the nodes each flavor selects, over time."""
 

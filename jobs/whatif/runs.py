@@ -15,6 +15,7 @@ import yaml
 from django.db import transaction
 from django.utils import timezone
 
+from jobs.cluster_state import observed_nodes
 from jobs.models import (
     WhatIfRun,
     WhatIfSource,
@@ -109,7 +110,10 @@ def parse_changes(rows: Iterable[Mapping[str, Any]]) -> list[tuple[int, Change]]
 
 def today_document() -> tuple[dict[str, Any], int]:
     """The policy in Postgres now, as a document, and its version."""
-    return policy_document(desired_objects()), policy_version()
+    document = policy_document(desired_objects())
+    if document.get("topologies"):  # gangs placed on the nodes sync last saw
+        document["nodes"] = observed_nodes()
+    return document, policy_version()
 
 
 @dataclass

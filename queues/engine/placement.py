@@ -13,23 +13,26 @@ from queues.engine.topology import Placer
 
 def placer_for(policy: Policy) -> Placer | None:
     """A placer for the flavors that name a topology, with the nodes each
-    selects by its node labels; None when no flavor is topology-aware."""
-    aware = {
-        name: policy.topologies[flavor.topology_name]
-        for name, flavor in policy.flavors.items()
-        if flavor.topology_name and flavor.topology_name in policy.topologies
-    }
-    if not aware:
-        return None
+    selects by its node labels; None when no flavor is topology-aware. A flavor
+    whose nodes nobody has seen (no inventory yet) is judged by quota alone:
+    promising nothing at all would be wrong more often."""
     nodes = {
         name: [
             node
             for node in policy.nodes
-            if all(node.labels.get(k) == v for k, v in policy.flavors[name].node_labels.items())
+            if all(node.labels.get(k) == v for k, v in flavor.node_labels.items())
         ]
-        for name in aware
+        for name, flavor in policy.flavors.items()
+        if flavor.topology_name and flavor.topology_name in policy.topologies
     }
-    return Placer(aware, nodes)
+    aware = {
+        name: policy.topologies[policy.flavors[name].topology_name or ""]
+        for name, found in nodes.items()
+        if found
+    }
+    if not aware:
+        return None
+    return Placer(aware, {name: nodes[name] for name in aware})
 
 
 def _pod_set_flavor(flavors: dict[str, str]) -> str | None:

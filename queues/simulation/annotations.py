@@ -9,7 +9,6 @@ RUNTIME = "berth.dev/simulated-runtime-seconds"
 STARTED = "berth.dev/simulated-started-at"
 DONE = "berth.dev/simulated-work-done-seconds"
 CHECKPOINT = "berth.dev/checkpoint-interval-seconds"
-PLACEMENT = "berth.dev/simulated-topology-assignment"  # pod set -> node -> pods
 DEFAULT_RUNTIME = 600.0
 
 

@@ -16,7 +16,6 @@ what sync stores and the dashboard shows stays in real time.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,11 +26,11 @@ from queues.backends.simulated import SimulatedBackend
 from queues.engine.model import CheckState, Workload
 from queues.engine.runner import run_cycles
 from queues.engine.scheduler import Scheduler
+from queues.kueue import topology_assignment
 from queues.quantity import format_canonical
 from queues.simulation.annotations import (
     CHECKPOINT,
     DONE,
-    PLACEMENT,
     STARTED,
     epoch,
 )
@@ -364,20 +363,19 @@ class SimulatedKueue:
                 for r, a in pod_set.requests.items()
                 if r in flavors.get(pod_set.name, {})
             }
-            assignments.append(
-                {
-                    "name": pod_set.name,
-                    "flavors": dict(flavors[pod_set.name]),
-                    "resourceUsage": usage,
-                    "count": count,
-                }
-            )
-        if placement:
-            # Where the pods went on topology-aware flavors: Berth's own record
-            # (Kueue writes podSetAssignments[].topologyAssignment).
-            body["metadata"].setdefault("annotations", {})[PLACEMENT] = json.dumps(
-                placement, sort_keys=True
-            )
+            assignment: dict[str, Any] = {
+                "name": pod_set.name,
+                "flavors": dict(flavors[pod_set.name]),
+                "resourceUsage": usage,
+                "count": count,
+            }
+            nodes = (placement or {}).get(pod_set.name)
+            if nodes:  # where the pods go on a topology-aware flavor, as Kueue says it
+                assignment["topologyAssignment"] = topology_assignment.encode(
+                    [topology_assignment.HOSTNAME],
+                    [((node,), pods) for node, pods in nodes.items()],
+                )
+            assignments.append(assignment)
         status = body.setdefault("status", {})
         status["admission"] = {
             "clusterQueue": workload.cluster_queue,

@@ -5,16 +5,15 @@ check states and the requeue time."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from queues.engine.model import CheckState, PodSet, Toleration, Workload
 from queues.engine.topology import TopologyRequest
+from queues.kueue import topology_assignment
 from queues.quantity import QuantityError, to_canonical
 from queues.simulation.annotations import (
     DEFAULT_RUNTIME,
-    PLACEMENT,
     RUNTIME,
     STARTED,
     epoch,
@@ -78,9 +77,14 @@ def engine_workload(obj: Mapping[str, Any], queue: str, now: float) -> Workload:
         full = {p.name: p.count for p in workload.pod_sets}
         if any(counts.get(name, count) != count for name, count in full.items()):
             workload.admitted_counts = counts
-        placed = annotations.get(PLACEMENT)
+        placed = {
+            a["name"]: nodes
+            for a in assigned
+            if a.get("topologyAssignment")
+            and (nodes := topology_assignment.pods_per_node(a["topologyAssignment"])) is not None
+        }
         if placed:
-            workload.topology_assignment = json.loads(placed)
+            workload.topology_assignment = placed
     requeue_at = (status.get("requeueState") or {}).get("requeueAt")
     if requeue_at:
         workload.requeue_at = epoch(requeue_at, now)

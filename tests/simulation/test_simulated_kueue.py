@@ -4,7 +4,6 @@ job preempts and the victim keeps its checkpointed progress."""
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -15,6 +14,7 @@ from django.db import connection
 
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
+from queues.kueue.topology_assignment import pods_per_node
 from queues.locks import try_lock
 from queues.simulation.kueue import DONE, SimulatedKueue
 from queues.simulation.load import generate, job
@@ -531,9 +531,9 @@ def test_a_gang_that_must_share_a_rack_waits_when_no_rack_holds_it(db: Any) -> N
         c["message"] for c in wide["status"]["conditions"] if c["type"] == "QuotaReserved"
     )
     assert 'topology "racks" allows to fit only 4 out of 5 pod(s)' in message
-    fits = workload(backend, "fits")
-    placed = json.loads(fits["metadata"]["annotations"]["berth.dev/simulated-topology-assignment"])
-    nodes = placed["main"]
+    (assigned,) = workload(backend, "fits")["status"]["admission"]["podSetAssignments"]
+    nodes = pods_per_node(assigned["topologyAssignment"])
+    assert nodes is not None
     assert sum(nodes.values()) == 4
     racks = {
         (backend.get(TYPES["Node"], name) or {})["metadata"]["labels"]["topology.berth.dev/rack"]
@@ -544,12 +544,9 @@ def test_a_gang_that_must_share_a_rack_waits_when_no_rack_holds_it(db: Any) -> N
     # The next step keeps the placement: a second 4-node gang takes the other rack.
     backend.create(in_one_rack(job("team-a", "second", "main", 32, runtime=600)))
     assert kueue.tick(now + 1).admitted == ["team-a/job-second"]
-    second = json.loads(
-        workload(backend, "second")["metadata"]["annotations"][
-            "berth.dev/simulated-topology-assignment"
-        ]
-    )["main"]
-    assert not set(second) & set(nodes)
+    (assigned,) = workload(backend, "second")["status"]["admission"]["podSetAssignments"]
+    second = pods_per_node(assigned["topologyAssignment"])
+    assert second is not None and not set(second) & set(nodes)
 
 
 def test_a_batch_job_with_a_minimum_parallelism_starts_with_fewer_pods(

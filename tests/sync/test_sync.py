@@ -412,3 +412,82 @@ def test_queue_status_is_mirrored_only_when_it_changes(research: ClusterUnderTes
     research.remove("LocalQueue", "research", "research")
     sync_queue_status(research.backend)
     assert not QueueStatus.objects.filter(kind="LocalQueue").exists()
+
+
+def test_partial_admission_and_topology_placement_are_recorded_per_pod_set(
+    research: ClusterUnderTest,
+) -> None:
+    """What estimates need to replay a gang as Kueue placed it: its minCount and
+    topology request, and when admitted, the pods admitted and their nodes."""
+    body = workload("job-gang", gpus=8, pods=4)
+    pod_set = body["spec"]["podSets"][0]
+    pod_set["minCount"] = 2
+    pod_set["topologyRequest"] = {"required": "topology.berth.dev/rack"}
+    research.add_foreign(body)
+    admitted = {
+        "admission": {
+            "clusterQueue": "research",
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "count": 3,
+                    "flavors": {"nvidia.com/gpu": "h100", "cpu": "h100"},
+                    "resourceUsage": {"nvidia.com/gpu": "6", "cpu": "24"},
+                    "topologyAssignment": {
+                        "levels": ["kubernetes.io/hostname"],
+                        "slices": [
+                            {
+                                "domainCount": 2,
+                                "valuesPerLevel": [
+                                    {"individual": {"prefix": "node-", "roots": ["a", "b"]}}
+                                ],
+                                "podCounts": {"individual": [2, 1]},
+                            }
+                        ],
+                    },
+                }
+            ],
+        },
+        "conditions": ADMITTED["conditions"],
+    }
+    research.set_status("Workload", "job-gang", admitted, namespace="research")
+    sync_workloads(research.backend)
+    (shape,) = record("job-gang").pod_sets
+    assert shape["count"] == 4 and shape["min_count"] == 2
+    assert shape["topology_request"] == {"required": "topology.berth.dev/rack"}
+    assert shape["admitted_count"] == 3
+    assert shape["placed_on"] == {"node-a": 2, "node-b": 1}
+
+
+def test_nodes_are_kept_as_last_seen_writing_only_what_changed(
+    research: ClusterUnderTest,
+) -> None:
+    from jobs.models import ObservedNode
+
+    def node(name: str, rack: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.berth.dev/rack": rack}},
+        }
+
+    for name, rack in (("n1", "r1"), ("n2", "r1")):
+        research.add_foreign(node(name, rack))
+        research.set_status("Node", name, {"allocatable": {"nvidia.com/gpu": "8", "cpu": "192"}})
+    snapshot_cluster(research.backend)
+    stored = {n.name: n for n in ObservedNode.objects.all()}
+    assert set(stored) == {"n1", "n2"}
+    assert stored["n1"].allocatable == {"nvidia.com/gpu": 8, "cpu": 192000}
+    assert stored["n1"].labels["topology.berth.dev/rack"] == "r1"
+
+    with CaptureQueriesContext(connection) as queries:
+        snapshot_cluster(research.backend)
+    assert not [
+        q
+        for q in queries.captured_queries
+        if "jobs_observednode" in q["sql"] and q["sql"].startswith(("INSERT", "UPDATE", "DELETE"))
+    ]
+
+    research.remove("Node", "n2")
+    snapshot_cluster(research.backend)
+    assert list(ObservedNode.objects.values_list("name", flat=True)) == ["n1"]
