@@ -77,6 +77,7 @@ class Candidate:
             name=name or self.name,
             namespace=self.namespace,
             cluster_queue=self.cluster_queue,
+            local_queue=self.local_queue,
             pod_sets=tuple(pod_set(p) for p in self.pod_sets),
             priority=self.priority,
             creation_time=now,

@@ -290,6 +290,7 @@ def recorded_stream(
             name=name,
             namespace=row.namespace,
             cluster_queue=row.cluster_queue,
+            local_queue=row.local_queue,
             pod_sets=pod_sets,
             priority=row.priority,
             creation_time=(row.created_at - start).total_seconds(),

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from queues.engine.model import WaitForPodsReady
+from queues.engine.model import AdmissionFairSharing, WaitForPodsReady
 from queues.engine.reading import Reader, read_seconds
 
 # Kueue's allowed fairSharing.preemptionStrategies, the first being the default.
@@ -35,9 +35,7 @@ class Configuration:
     fair_sharing: bool = False
     fair_sharing_strategies: tuple[str, ...] = DEFAULT_STRATEGIES
     wait_for_pods_ready: WaitForPodsReady | None = None
-    # Admission fair sharing's usage half-life in seconds (None: off). Read and
-    # checked; the engine does not order by it yet (README: simplifications).
-    admission_fair_sharing_half_life: float | None = None
+    admission_fair_sharing: AdmissionFairSharing | None = None
 
 
 def manager_configuration(text: str) -> dict[str, Any]:
@@ -67,19 +65,33 @@ def read_configuration(reader: Reader, top: Mapping[str, Any]) -> Configuration:
         fair_sharing=enable,
         fair_sharing_strategies=strategies,
         wait_for_pods_ready=read_wait_for_pods_ready(reader, top.get("waitForPodsReady")),
-        admission_fair_sharing_half_life=read_admission_fair_sharing(
-            reader, top.get("admissionFairSharing")
-        ),
+        admission_fair_sharing=read_admission_fair_sharing(reader, top.get("admissionFairSharing")),
     )
 
 
-def read_admission_fair_sharing(reader: Reader, raw: Any) -> float | None:
+def read_admission_fair_sharing(reader: Reader, raw: Any) -> AdmissionFairSharing | None:
     if raw is None:
         return None
     block = reader.mapping("admissionFairSharing", raw, ADMISSION_FAIR_FIELDS)
     half_life = _positive_seconds(reader, "admissionFairSharing.usageHalfLifeTime", block)
-    _positive_seconds(reader, "admissionFairSharing.usageSamplingInterval", block)
-    return half_life
+    sampling = _positive_seconds(reader, "admissionFairSharing.usageSamplingInterval", block)
+    weights: dict[str, float] = {}
+    raw_weights = block.get("resourceWeights")
+    if raw_weights is not None and not isinstance(raw_weights, Mapping):
+        reader.error(
+            "admissionFairSharing.resourceWeights", "type", "must map resources to weights"
+        )
+    for resource, weight in (raw_weights or {}).items() if isinstance(raw_weights, Mapping) else ():
+        value = reader.number(f"admissionFairSharing.resourceWeights.{resource}", weight)
+        if value is not None:
+            weights[str(resource)] = value
+    if half_life is None:
+        return None
+    return AdmissionFairSharing(
+        half_life,
+        sampling if sampling is not None else AdmissionFairSharing(1.0).sampling_interval,
+        weights,
+    )
 
 
 def _positive_seconds(reader: Reader, path: str, block: Mapping[str, Any]) -> float | None:

@@ -8,6 +8,7 @@ Kueue's API (v1beta2) so that a reader of Kueue's documentation recognises them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -214,6 +215,7 @@ class Workload:
     # ``requeue_count`` backoffs so far (waitForPodsReady).
     requeue_at: float | None = None
     requeue_count: int = 0
+    local_queue: str = ""  # its LocalQueue in its namespace (admission fair sharing)
     # Pods admitted per pod set when fewer than asked (partial admission).
     admitted_counts: dict[str, int] | None = None
     # Where an admitted workload's pods are, per pod set: node -> pods (Kueue's
@@ -281,6 +283,18 @@ class WaitForPodsReady:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionFairSharing:
+    half_life: float
+    sampling_interval: float = 300.0
+    resource_weights: Mapping[str, float] = field(default_factory=dict)
+
+    def alpha(self, elapsed: float) -> float:
+        if self.half_life <= 0:
+            return 0.0
+        return 1.0 - 0.5 ** (max(0.0, elapsed) / self.half_life)
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """Everything the engine needs to know about the cluster's policy."""
 
@@ -294,6 +308,9 @@ class Policy:
         "LessThanInitialShare",
     )
     wait_for_pods_ready: WaitForPodsReady | None = None
+    # Kueue's admissionFairSharing (None: off): ClusterQueues whose
+    # admissionScope opts in order their pending work by LocalQueue usage.
+    admission_fair_sharing: AdmissionFairSharing | None = None
     # Topology-aware scheduling: Kueue's Topology objects, and the cluster's
     # nodes that topology-aware flavors place pods on.
     topologies: dict[str, Topology] = field(default_factory=dict)

@@ -13,7 +13,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from queues.engine.model import QueueingStrategy, Workload
 
@@ -50,9 +50,17 @@ class PendingQueue:
     ``_heads`` holds, for every bucket that is not parked, an entry no later than
     its head; stale entries are skipped when they surface."""
 
-    def __init__(self, name: str, strategy: QueueingStrategy) -> None:
+    def __init__(
+        self,
+        name: str,
+        strategy: QueueingStrategy,
+        ranking: Callable[[Workload], float] | None = None,
+    ) -> None:
         self.name = name
         self.strategy = strategy
+        # Admission fair sharing: a first sort key that changes over time (a
+        # LocalQueue's usage), so heads are picked by a scan, not the heaps.
+        self.ranking = ranking
         self._workloads: dict[str, Workload] = {}  # queued or parked, not popped
         self._shape: dict[str, int] = {}  # bucket of each workload in a bucket
         self._order: dict[str, tuple[float, float, str]] = {}  # its live bucket entry
@@ -125,6 +133,8 @@ class PendingQueue:
         """The head, taken out for this cycle (requeue it afterwards)."""
         if self.sticky is not None and self._is_queued(self.sticky):
             return self._take(self.sticky)
+        if self.ranking is not None:
+            return self._pop_ranked(self.ranking)
         while self._heads:
             order, shape = heapq.heappop(self._heads)
             if shape in self._parked_shapes:
@@ -141,6 +151,13 @@ class PendingQueue:
                 heapq.heappush(self._heads, (following[0], shape))
             return workload
         return None
+
+    def _pop_ranked(self, ranking: Callable[[Workload], float]) -> Workload | None:
+        queued = [w for key, w in self._workloads.items() if self._is_queued(key)]
+        if not queued:
+            return None
+        best = min(queued, key=lambda w: (ranking(w), order_key(w)))
+        return self._take(best.key)
 
     def requeue(self, workload: Workload, reason: str) -> None:
         """Return an evaluated head: to the heap, or parked as inadmissible."""

@@ -494,6 +494,7 @@ def parse(
         fair_sharing=configuration.fair_sharing,
         fair_sharing_strategies=configuration.fair_sharing_strategies,
         wait_for_pods_ready=configuration.wait_for_pods_ready,
+        admission_fair_sharing=configuration.admission_fair_sharing,
         topologies=read_topologies(reader, top.get("topologies"), unwrap),
         nodes=read_nodes(reader, top.get("nodes")),
     )

@@ -19,9 +19,10 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from queues.engine import partial
+from queues.engine.admission_fairness import UsageLedger, local_queue_of
 from queues.engine.assign import Assignment, FlavorAssigner, Mode
 from queues.engine.fair_order import fair_order
 from queues.engine.model import (
@@ -53,8 +54,10 @@ class Scheduler:
         self.workloads: dict[str, Workload] = {}
         self.reserved: dict[str, dict[str, Workload]] = {name: {} for name in policy.cluster_queues}
         self.usage_of: dict[str, dict[FlavorResource, int]] = {}
+        fairness = policy.admission_fair_sharing
+        self.ledger = UsageLedger(fairness, now) if fairness is not None else None
         self.queues = {
-            name: PendingQueue(name, queue.queueing_strategy)
+            name: PendingQueue(name, queue.queueing_strategy, self._ranking(queue))
             for name, queue in policy.cluster_queues.items()
         }
         self.status: dict[str, Pending] = {}
@@ -74,6 +77,18 @@ class Scheduler:
         self.pods_not_ready: set[str] = set()
         for workload in workloads:
             self.add(workload)
+
+    def _ranking(self, queue: ClusterQueue) -> Callable[[Workload], float] | None:
+        ledger = self.ledger
+        if ledger is None or queue.admission_mode != "UsageBasedAdmissionFairSharing":
+            return None
+        return lambda workload: ledger.usage(local_queue_of(workload))
+
+    def sample_usage(self) -> None:
+        """Admission fair sharing's periodic update of LocalQueue usage."""
+        if self.ledger is not None:
+            holding = (w for queue in self.reserved.values() for w in queue.values())
+            self.ledger.sample(self.now, holding)
 
     # ---------------------------------------------------------------- state
 
@@ -493,6 +508,8 @@ class Scheduler:
         # only counts while it waits to be admitted again).
         workload.queued_at = workload.creation_time
         self._hold(workload)
+        if self.ledger is not None and self.queues[queue.name].ranking is not None:
+            self.ledger.admitted(workload)
         admitted_now.add(workload.key)
         pending_queue.remove(workload.key)
         workload.check_states = self._pending_checks(workload)

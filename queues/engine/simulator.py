@@ -54,7 +54,19 @@ def _fewer_collections() -> Iterator[None]:
         gc.set_threshold(*saved)
 
 
-ARRIVE, FINISH, UNPARK, CHECK, RETRY, RELEASE, TIMEOUT, PODS_READY, PODS_TIMEOUT, REQUEUE = (
+(
+    ARRIVE,
+    FINISH,
+    UNPARK,
+    CHECK,
+    RETRY,
+    RELEASE,
+    TIMEOUT,
+    PODS_READY,
+    PODS_TIMEOUT,
+    REQUEUE,
+    SAMPLE,
+) = (
     "arrive",
     "finish",
     "unpark",
@@ -65,6 +77,7 @@ ARRIVE, FINISH, UNPARK, CHECK, RETRY, RELEASE, TIMEOUT, PODS_READY, PODS_TIMEOUT
     "pods-ready",
     "pods-timeout",
     "requeue",
+    "sample",
 )
 
 
@@ -252,6 +265,10 @@ class Simulator:
             )
             self._push(max(workload.creation_time, self._floor), ARRIVE, workload)
         now = self.start
+        ledger = self.scheduler.ledger
+        if ledger is not None:  # admission fair sharing samples LocalQueue usage
+            ledger.last_sample = self.start
+            self._push(self.start + ledger.config.sampling_interval, SAMPLE, None)
         while self._events:
             if self.horizon is not None and self._events[0][0] >= self.horizon:
                 break  # the window [start, horizon) is over: what happens next is not in it
@@ -360,6 +377,11 @@ class Simulator:
                 self._push(self.scheduler.workloads[key].requeue_at or now, REQUEUE, None)
         elif kind == REQUEUE:
             pass  # the cycle that follows queues what is due
+        elif kind == SAMPLE:
+            self.scheduler.sample_usage()
+            ledger = self.scheduler.ledger
+            if ledger is not None and self._events:  # only while something else will happen
+                self._push(now + ledger.config.sampling_interval, SAMPLE, None)
         elif kind == UNPARK:
             self._unpark_due = None
             self.scheduler.apply_unpark_requests()

@@ -25,6 +25,7 @@ WORKLOAD_FIELDS = (
     "checkpointInterval",
     "maximumExecutionTimeSeconds",
     "podsReadyAfter",
+    "localQueue",
     "podSets",
     "admission",
     "admittedAt",
@@ -324,6 +325,7 @@ def parse_workload(
         ),
         pods_ready_after=read_seconds(reader, f"{path}.podsReadyAfter", spec.get("podsReadyAfter"))
         or 0.0,
+        local_queue=str(spec.get("localQueue") or ""),
         admission=admission,
         admitted_at=admitted_at if admission is not None else None,
         topology_assignment=read_topology_assignment(

@@ -34,6 +34,7 @@ from queues.simulation.annotations import (
     STARTED,
     epoch,
 )
+from queues.simulation.fair_usage import load_usage, sample_usage
 from queues.simulation.job_kinds import (
     KINDS,
     JobKind,
@@ -271,6 +272,8 @@ class SimulatedKueue:
                 reason="DeactivatedDueToMaximumExecutionTimeExceeded",
             )
             result.timed_out.append(_key(obj))
+        load_usage(self.backend, scheduler, now)
+        sample_usage(self.backend, self._write, scheduler, now)
         cycles = run_cycles(scheduler, until_stable=True)
         for key, flavors in {**cycles.admitted, **cycles.reserved}.items():
             placed = scheduler.placer.pods_on.get(key) if scheduler.placer else None

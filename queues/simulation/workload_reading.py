@@ -63,6 +63,7 @@ def engine_workload(obj: Mapping[str, Any], queue: str, now: float) -> Workload:
         name=metadata["name"],
         namespace=metadata["namespace"],
         cluster_queue=queue,
+        local_queue=str(obj["spec"].get("queueName", "")),
         pod_sets=tuple(pod_sets),
         priority=int(obj["spec"].get("priority") or 0),
         creation_time=epoch(metadata.get("creationTimestamp"), now),

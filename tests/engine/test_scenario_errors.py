@@ -222,6 +222,12 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
         (["waitForPodsReady"], {"enabled": True}, "waitForPodsReady.enabled", "unknown-field"),
         (
             ["admissionFairSharing"],
+            {"usageHalfLifeTime": "1h", "resourceWeights": {"cpu": "heavy"}},
+            "admissionFairSharing.resourceWeights.cpu",
+            "type",
+        ),
+        (
+            ["admissionFairSharing"],
             {"usageHalfLifeTime": "0s"},
             "admissionFairSharing.usageHalfLifeTime",
             "positive",

@@ -4,6 +4,7 @@ job preempts and the victim keeps its checkpointed progress."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -571,3 +572,51 @@ def test_a_batch_job_with_a_minimum_parallelism_starts_with_fewer_pods(
     # Read back next step: it holds 2 GPUs, not 4, so 8 are in use.
     kueue.tick(now + 2)
     assert gpu_usage(backend) == "8"
+
+
+def test_admission_fair_sharing_prefers_the_local_queue_that_used_less(
+    backend: SimulatedBackend,
+) -> None:
+    """Kueue's manager config turns admission fair sharing on; the ClusterQueue
+    opts in. main's LocalQueue has been busy, so when capacity frees the newer
+    job of the idle LocalQueue goes first; the usage is kept in the
+    LocalQueue's status from step to step."""
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "admissionFairSharing": {"usageHalfLifeTime": "10s", "usageSamplingInterval": "1s"},
+    }
+    backend.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": json.dumps(config)},
+        }
+    )
+    queue = backend.get(TYPES["ClusterQueue"], "team-a")
+    assert queue is not None
+    queue["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    backend.replace(queue)
+    backend.create(
+        {
+            "apiVersion": KUEUE,
+            "kind": "LocalQueue",
+            "metadata": {"name": "other", "namespace": "team-a"},
+            "spec": {"clusterQueue": "team-a"},
+        }
+    )
+    kueue = SimulatedKueue(backend, SPEEDUP)
+    now = float(int(time.time()))
+    backend.create(job("team-a", "heavy", "main", 8, runtime=600))  # 10 s at 60x
+    assert kueue.tick(now).admitted == ["team-a/job-heavy"]
+    kueue.tick(now + 5)
+    main = backend.get(TYPES["LocalQueue"], "main", "team-a")
+    assert main is not None
+    consumed = main["status"]["fairSharing"]["admissionFairSharingStatus"]["consumedResources"]
+    assert float(consumed["nvidia.com/gpu"]) > 2  # 8 GPUs for 5 s, half-life 10 s
+
+    backend.create(job("team-a", "a-next", "main", 8, runtime=600))
+    backend.create(job("team-a", "b-next", "other", 8, runtime=600))
+    assert kueue.tick(now + 6).admitted == []
+    assert kueue.tick(now + 10).admitted == ["team-a/job-b-next"]
