@@ -203,6 +203,8 @@ class Workload:
     # Time the workload entered (or re-entered) its queue; orders FIFO queues.
     queued_at: float | None = None
     check_states: dict[str, CheckState] = field(default_factory=dict)
+    # requeueAfterSeconds per check, as its controller asked with a Retry.
+    check_retry_after: dict[str, float] = field(default_factory=dict)
     active: bool = True
     # Evicted but still holding quota (its job is stopping); preempted first.
     evicting: bool = False

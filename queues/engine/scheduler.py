@@ -261,6 +261,10 @@ class Scheduler:
             )
         elif CheckState.RETRY in states:
             retry = sorted(n for n, s in workload.check_states.items() if s is CheckState.RETRY)
+            wait = max((workload.check_retry_after.get(n, 0.0) for n in retry), default=0.0)
+            if wait > 0:  # Kueue's requeueAt: not queued again before then
+                workload.requeue_at = max(workload.requeue_at or 0.0, self.now + wait)
+            workload.check_retry_after = {}
             self.evict(key, requeue_at=self.now)
             self.status[key] = Pending(
                 "Pending",

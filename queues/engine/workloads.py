@@ -251,9 +251,10 @@ def read_check_states(
     queue_name: str,
     policy: Policy,
     admission: dict[str, dict[str, str]] | None,
-) -> dict[str, CheckState]:
-    """States of the admission checks that apply to the workload's admission: a
-    check limited ``onFlavors`` applies only if one of those flavors is assigned."""
+) -> tuple[dict[str, CheckState], dict[str, float]]:
+    """States of the admission checks that apply to the workload's admission (a
+    check limited ``onFlavors`` applies only if one of those flavors is
+    assigned), and the requeueAfterSeconds a check asked for."""
     admitted = admission is not None
     queue = policy.cluster_queues.get(queue_name)
     used = {f for flavors in (admission or {}).values() for f in flavors.values()}
@@ -263,12 +264,25 @@ def read_check_states(
         if not on_flavors or not admitted or used & set(on_flavors)
     }
     states: dict[str, CheckState] = {}
+    retry_after: dict[str, float] = {}
     every_check = tuple(queue.admission_checks) if queue is not None else ()
     given = reader.mapping(path, raw, every_check) if raw is not None else {}
     for name in expected:
         state = given.get(name, "Pending" if admitted else None)
         if state is None:
             continue
+        if isinstance(state, Mapping):  # {state, requeueAfterSeconds}, as a check states it
+            block = reader.mapping(f"{path}.{name}", state, ("state", "requeueAfterSeconds"))
+            state = block.get("state")
+            after = reader.integer(
+                f"{path}.{name}.requeueAfterSeconds", block.get("requeueAfterSeconds")
+            )
+            if after is not None and after < 0:
+                reader.error(
+                    f"{path}.{name}.requeueAfterSeconds", "non-negative", "must be 0 or more"
+                )
+            elif after is not None:
+                retry_after[name] = float(after)
         states[name] = reader.choice(f"{path}.{name}", state, CheckState, CheckState.PENDING)
     if raw is not None and not admitted:
         reader.error(
@@ -276,7 +290,7 @@ def read_check_states(
             "needs-admission",
             "check states only apply to a workload that holds quota (admission)",
         )
-    return states
+    return states, retry_after
 
 
 def parse_workload(
@@ -334,7 +348,7 @@ def parse_workload(
         if admission is not None
         else None,
     )
-    workload.check_states = read_check_states(
+    workload.check_states, workload.check_retry_after = read_check_states(
         reader,
         f"{path}.admissionChecks",
         spec.get("admissionChecks"),

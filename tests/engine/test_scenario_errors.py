@@ -355,6 +355,22 @@ def test_command_refuses_a_bad_scenario_and_runs_nothing(tmp_path: Path, command
     assert list(out.iterdir()) == []
 
 
+def test_a_negative_requeue_after_is_refused_naming_the_check() -> None:
+    document = yaml.safe_load(yaml.safe_dump(BASE))
+    document["clusterQueues"][0]["admissionChecksStrategy"] = {
+        "admissionChecks": [{"name": "prov"}]
+    }
+    document["workloads"][0]["admission"] = {"main": {"nvidia.com/gpu": "h100"}}
+    document["workloads"][0]["admissionChecks"] = {
+        "prov": {"state": "Retry", "requeueAfterSeconds": -1}
+    }
+    with pytest.raises(ScenarioError) as caught:
+        parse(document)
+    assert [(e.field, e.rule) for e in caught.value.errors] == [
+        ("workloads[0].admissionChecks.prov.requeueAfterSeconds", "non-negative")
+    ]
+
+
 def test_go_durations_from_kueues_configuration_are_read() -> None:
     document = broken(
         ["waitForPodsReady"],
