@@ -59,6 +59,8 @@ class Explanation:
     ahead: int | None
     shortfalls: list[Shortfall] = field(default_factory=list)
     skipped_flavors: dict[str, str] = field(default_factory=dict)
+    # Why its pods find no place together on a topology-aware flavor (Kueue's words).
+    placement: list[str] = field(default_factory=list)
     preemption: dict[str, Any] = field(default_factory=dict)
     suggestions: list[Suggestion] = field(default_factory=list)
     # For a workload that fits now: what the rehearsed next cycle does with it
@@ -123,6 +125,7 @@ def explain(scheduler: Scheduler, key: str) -> Explanation:
     )
     for pod_set in assignment.pod_sets:
         explanation.skipped_flavors.update(pod_set.skipped_flavors)
+        explanation.placement.extend(r for r in pod_set.reasons if r.startswith("topology "))
     explanation.shortfalls = _shortfalls(scheduler, workload, assignment)
     if assignment.fits:
         explanation.reason = (
@@ -478,6 +481,9 @@ def _sentence(explanation: Explanation) -> str:
             )
     for flavor, why in explanation.skipped_flavors.items():
         parts.append(f"flavor {flavor} is not usable: {why}")
+    for why in explanation.placement:
+        room = "" if explanation.shortfalls else "the quota has room, but "
+        parts.append(f"{room}its pods find no place together: {why}")
     if explanation.preemption.get("considered") and explanation.reason != (
         "WaitingForPreemptedWorkloads"
     ):

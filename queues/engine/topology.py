@@ -196,12 +196,22 @@ def _room(members: list[str], room: Mapping[str, int]) -> int:
 
 
 def _fill(members: list[str], room: Mapping[str, int], count: int) -> dict[str, int]:
+    """Kueue's best fit inside a domain: the nodes with the most room are filled
+    whole until the rest fits on one, and the rest goes on the node with the
+    least room that holds it, so small pods pack onto busy nodes and leave
+    whole nodes free for wide ones."""
+    ordered = sorted(members, key=lambda n: (-room[n], n))
     placed: dict[str, int] = {}
-    for name in sorted(members, key=lambda n: (-room[n], n)):
-        if count <= 0:
+    remaining = count
+    for index, name in enumerate(ordered):
+        if remaining <= 0:
             break
-        take = min(room[name], count)
-        if take:
-            placed[name] = take
-            count -= take
+        fitting = [n for n in ordered[index:] if room[n] >= remaining]
+        if fitting:
+            best = min(fitting, key=lambda n: (room[n], n))
+            placed[best] = remaining
+            return placed
+        if room[name]:
+            placed[name] = room[name]
+            remaining -= room[name]
     return placed

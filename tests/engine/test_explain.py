@@ -304,3 +304,19 @@ def test_work_waiting_for_an_approval_holds_its_quota_until_the_approval_is_due(
     pace = Pace(0.0, 0.0, check_wait=4 * 3600.0, check_left={"default/reserved": 3600.0})
     estimate = estimate_start(scheduler, "default/next", pace=pace)
     assert (estimate.earliest, estimate.latest) == (100.0, 3700.0 + 4 * 3600.0)
+
+
+def test_a_gang_that_fits_the_quota_but_not_one_rack_is_told_so() -> None:
+    path = Path(__file__).parent / "scenarios" / "tas_required_rack_no_rack_has_room.yaml"
+    document = yaml.safe_load(path.read_text())
+    for key in ("rule", "expect"):
+        document.pop(key)
+    scheduler = scheduler_for(parse(document))
+    run_cycles(scheduler, until_stable=False)
+    explanation = explain(scheduler, "default/gang")
+    assert explanation.shortfalls == []
+    assert explanation.placement == ['topology "default" allows to fit only 1 out of 2 pod(s)']
+    assert explanation.message.startswith(
+        "Pending: the quota has room, but its pods find no place together: "
+        'topology "default" allows to fit only 1 out of 2 pod(s).'
+    )
