@@ -75,9 +75,15 @@ def parse_taints(text: str) -> tuple[list[dict[str, str]], list[FieldError]]:
     return taints, errors
 
 
+def parse_levels(text: str) -> tuple[list[str], list[FieldError]]:
+    """A topology's levels, one node label per line; the policy rules judge them."""
+    return _lines(text), []
+
+
 _LINE_PARSERS: dict[str, Callable[[str], tuple[Any, list[FieldError]]]] = {
     "node_labels": parse_labels,
     "node_taints": parse_taints,
+    "levels": parse_levels,
 }
 
 
@@ -86,6 +92,8 @@ def _shown(field: Field, value: Any) -> str:
         return "\n".join(f"{key}={val}" for key, val in (value or {}).items())
     if field.name == "node_taints":
         return "\n".join(_taint_line(taint) for taint in value or [])
+    if field.name == "levels":
+        return "\n".join(value or [])
     return "" if value is None else str(value)
 
 
@@ -341,6 +349,7 @@ def form_sections(
         options = field.options(obj) if field.options else []
         if field.widget == "select" and value not in {v for v, _ in options}:
             options = [*options, (value, value)]  # keep what is stored, even if unknown
+        frozen = field.frozen(obj) if field.frozen is not None and obj is not None else ""
         sections.setdefault(field.section, []).append(
             {
                 "name": field.name,
@@ -348,8 +357,9 @@ def form_sections(
                 "widget": field.widget,
                 "value": value,
                 "options": options,
-                "help": field.help,
+                "help": frozen or field.help,
                 "invalid": field.name in invalid,
+                "readonly": bool(frozen),
             }
         )
     return list(sections.items())

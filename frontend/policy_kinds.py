@@ -1,5 +1,5 @@
-"""What the policy editor edits, kind by kind: the fields of flavors, cohorts
-and cluster queues, their labels, choices and how each is shown."""
+"""What the policy editor edits, kind by kind: the fields of topologies,
+flavors, cohorts and cluster queues, their labels, choices and how each is shown."""
 
 from __future__ import annotations
 
@@ -30,10 +30,12 @@ from queues.models import (
     QueueClass,
     ResourceFlavor,
     Team,
+    Topology,
     WorkloadPriorityClass,
 )
 from queues.rules import TAINT_EFFECTS
 from queues.services.kinds import PolicyKindService
+from queues.topology_rules import HOSTNAME, MAX_LEVELS
 
 HISTORY_PAGE_SIZE = 20
 OBJECT_HISTORY = 10
@@ -67,6 +69,9 @@ class Field:
     # An empty input means null (a reference, or "use the queue class's value").
     nullable: bool = False
     help: str = ""
+    # (the stored object) -> why Kueue no longer lets it change, or "": the
+    # edit form then shows the field read-only, with that reason.
+    frozen: Callable[[Any], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,13 @@ def names_of(
     return options
 
 
+_TOPOLOGY_FROZEN = "Kueue fixes it once topology_name is set"
+
+
+def _frozen_by_topology(flavor: Any) -> str:
+    return _TOPOLOGY_FROZEN if getattr(flavor, "topology_name", "") else ""
+
+
 _FROM_CLASS = "(from the queue class)"
 _QUEUEING = "Queueing and preemption"
 _FUNGIBILITY = "Flavor fungibility and stopping"
@@ -126,7 +138,13 @@ FLAVOR = Kind(
     fields=(
         Field("description", "Description"),
         Field("capacity_type", "Capacity type", "select", options=choices_of(CapacityType)),
-        Field("node_labels", "Node labels", "lines", help="one key=value per line"),
+        Field(
+            "node_labels",
+            "Node labels",
+            "lines",
+            help="one key=value per line",
+            frozen=_frozen_by_topology,
+        ),
         Field(
             "node_taints",
             "Node taints",
@@ -136,8 +154,37 @@ FLAVOR = Kind(
         ),
         Field(
             "topology_name",
-            "Topology name",
-            help="Kueue freezes the node labels and tolerations once this is set",
+            "Topology",
+            "select",
+            options=names_of(lambda: Topology.objects.all(), "(none: not topology-aware)"),
+            help="places pods by the topology's levels (rack, block); Kueue then freezes "
+            "the topology, node labels and tolerations",
+            frozen=_frozen_by_topology,
+        ),
+    ),
+)
+
+TOPOLOGY = Kind(
+    slug="topology",
+    label="Topology",
+    policy_kind=PolicyKind.TOPOLOGY,
+    service=services.topologies,
+    serializer=serializers.TopologySerializer,
+    model=Topology,
+    queryset=selectors.topologies,
+    snapshot=snapshots.topology,
+    fields=(
+        Field("description", "Description"),
+        Field(
+            "levels",
+            "Levels (node labels, widest first)",
+            "lines",
+            help=f"one node label key per line, e.g. topology.berth.dev/rack; 1 to {MAX_LEVELS}, "
+            f"{HOSTNAME} only last",
+            frozen=lambda _topology: (
+                "Kueue fixes a topology's levels once it exists; "
+                "create a new topology for other levels"
+            ),
         ),
     ),
 )
@@ -285,7 +332,7 @@ CLUSTER_QUEUE = Kind(
     "empty means no limit.",
 )
 
-KINDS = {kind.slug: kind for kind in (FLAVOR, COHORT, CLUSTER_QUEUE)}
+KINDS = {kind.slug: kind for kind in (TOPOLOGY, FLAVOR, COHORT, CLUSTER_QUEUE)}
 EDITOR_SLUG = {kind.policy_kind.value: kind.slug for kind in KINDS.values()}
 
 

@@ -41,11 +41,15 @@ HASH_PATH = f"metadata.labels.{POLICY_HASH}"
 
 
 def as_text(value: Any) -> str:
-    """A value as an admin reads it: strings as they are, structures as compact JSON."""
+    """A value as an admin reads it: strings as they are, a list of strings (a
+    topology's levels, a team's namespaces) as the strings in order, other
+    structures as compact JSON."""
     if value is ABSENT or value is None:
         return "—"
     if isinstance(value, str):
         return value
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return ", ".join(value)
     return json.dumps(value, sort_keys=True, separators=(", ", ": "))
 
 

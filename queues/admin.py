@@ -26,6 +26,7 @@ from queues.models import (
     Team,
     TeamMembership,
     TeamNamespace,
+    Topology,
     WorkloadPriorityClass,
 )
 
@@ -70,6 +71,16 @@ class TeamAdmin(ReadOnlyAdmin):
     list_display = ["slug", "name", "revision", "updated_at"]
     search_fields = ["slug", "name"]
     inlines = [NamespaceInline, MembershipInline]
+
+
+@admin.register(Topology)
+class TopologyAdmin(ReadOnlyAdmin):
+    list_display = ["name", "levels_shown", "revision", "updated_at"]
+    search_fields = ["name"]
+
+    @admin.display(description="Levels (widest first)")
+    def levels_shown(self, obj: Topology) -> str:
+        return " › ".join(obj.levels)
 
 
 @admin.register(ResourceFlavor)

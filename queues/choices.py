@@ -95,6 +95,7 @@ class PolicyKind(models.TextChoices):
 
     TEAM = "team", "Team"
     TEAM_MEMBERSHIP = "team-membership", "Team membership"
+    TOPOLOGY = "topology", "Topology"
     RESOURCE_FLAVOR = "resource-flavor", "ResourceFlavor"
     COHORT = "cohort", "Cohort"
     CLUSTER_QUEUE = "cluster-queue", "ClusterQueue"

@@ -10,11 +10,12 @@ so every quota is whole GPUs with the CPU and memory that come with them.
 | platform       | platform | interactive-dev | 8 on-demand              | 8            |
 | urgent-release | (shared) | urgent-release  | 8 on-demand              | none         |
 
-All four queues are in cohort ``ai-shared``; nominal quotas add up to exactly
-48 on-demand and 16 spot GPUs. Spot capacity belongs to the one queue class
-that runs on spot (``eval-batch``); the others refuse spot, so their queues
-hold on-demand quota only, and every GPU a queue is promised is one its jobs
-can use.
+Topology ``gpu-racks`` describes how the nodes nest (block, rack, host); no
+flavor names it yet (see ``TOPOLOGIES``). All four queues are in cohort
+``ai-shared``; nominal quotas add up to exactly 48 on-demand and 16 spot GPUs.
+Spot capacity belongs to the one queue class that runs on spot
+(``eval-batch``); the others refuse spot, so their queues hold on-demand quota
+only, and every GPU a queue is promised is one its jobs can use.
 """
 
 from __future__ import annotations
@@ -25,6 +26,21 @@ CPU_PER_GPU = 24
 MEMORY_GIB_PER_GPU = 256
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 SPOT_TAINT = {"key": "berth.dev/spot", "value": "true", "effect": "NoSchedule"}
+
+# How the simulated cluster's nodes nest (queues/simulation/nodes.py labels
+# them so): 4 nodes to a rack, 4 racks to a block. No demo flavor names it
+# yet: with h100-ondemand topology-aware, the simulated cluster (placing pods
+# node by node) admitted none of research's gangs in the 10-minute window of
+# tests/jobs/test_whatif_fidelity.py, and the what-if replay of that window no
+# longer matched what sync recorded. Once a flavor names a topology, Kueue
+# freezes its topology_name, node labels and tolerations.
+TOPOLOGIES: list[dict[str, Any]] = [
+    {
+        "name": "gpu-racks",
+        "description": "Blocks of 4 racks of 4 nodes; a gang can ask for one rack or one block",
+        "levels": ["topology.berth.dev/block", "topology.berth.dev/rack", "kubernetes.io/hostname"],
+    },
+]
 
 FLAVORS: list[dict[str, Any]] = [
     {

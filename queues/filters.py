@@ -13,6 +13,7 @@ from queues.models import (
     QueueClass,
     ResourceFlavor,
     Team,
+    Topology,
     WorkloadPriorityClass,
 )
 
@@ -23,6 +24,12 @@ class TeamFilter(filters.FilterSet):
     class Meta:
         model = Team
         fields = ["slug"]
+
+
+class TopologyFilter(filters.FilterSet):
+    class Meta:
+        model = Topology
+        fields = ["name"]
 
 
 class ResourceFlavorFilter(filters.FilterSet):

@@ -222,7 +222,13 @@ def _apply_update(
 def _execute(backend: ClusterBackend, change: Change, calls: _Calls) -> None:
     rtype = TYPES[change.kind]
     namespace = change.namespace or None
-    if change.action == CREATE or (change.action == UPDATE and not change.force):
+    if change.recreate:
+        # The API server would refuse the update (an immutable field): replace it.
+        assert change.desired is not None
+        desired = change.desired
+        calls.write(lambda: backend.delete(rtype, change.name, namespace))
+        calls.write(lambda: backend.apply(desired, force=True))
+    elif change.action == CREATE or (change.action == UPDATE and not change.force):
         assert change.desired is not None
         desired = change.desired
         calls.write(lambda: backend.apply(desired, force=change.force))
@@ -247,6 +253,8 @@ def _dry_run_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun) -> Non
             # The server would answer 404: the namespace only exists once applied.
             change.note = change.note or "not dry-run: its namespace is created by this plan"
             continue
+        if change.recreate:
+            continue  # an update the server refuses by design; apply replaces it
         body = _drain_body(change) if change.action == DRAIN else change.desired
         assert body is not None
         try:
@@ -266,9 +274,11 @@ def _dry_run_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun) -> Non
 
 def _apply_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun, calls: _Calls) -> None:
     # Creates and updates in dependency order; deletions in reverse (LocalQueues
-    # before their ClusterQueues, queues before the cohorts and flavors they name).
-    upserts = [c for c in plan.changes if c.action in (CREATE, UPDATE, DRAIN)]
-    deletes = [c for c in plan.changes if c.action == DELETE]
+    # before their ClusterQueues, queues before the cohorts and flavors they
+    # name, flavors before their Topology). An object replaced for an immutable
+    # field goes in the deletions' order, once what names it is gone.
+    upserts = [c for c in plan.changes if c.action in (CREATE, UPDATE, DRAIN) and not c.recreate]
+    deletes = [c for c in plan.changes if c.action == DELETE or c.recreate]
     order = {kind: i for i, kind in enumerate(POLICY_KINDS)}
     deletes.sort(key=lambda c: -order[c.kind])
     for change in [*upserts, *deletes]:

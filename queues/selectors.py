@@ -19,6 +19,7 @@ from queues.models import (
     ResourceFlavor,
     Team,
     TeamMembership,
+    Topology,
     WorkloadPriorityClass,
 )
 from queues.models.kueue_configuration import SINGLETON_ID
@@ -28,6 +29,10 @@ _QUOTAS = Prefetch("quotas", queryset=Quota.objects.select_related("flavor"))
 
 def teams() -> QuerySet[Team]:
     return Team.objects.prefetch_related("namespaces")
+
+
+def topologies() -> QuerySet[Topology]:
+    return Topology.objects.all()
 
 
 def resource_flavors() -> QuerySet[ResourceFlavor]:

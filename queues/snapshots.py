@@ -21,6 +21,7 @@ from queues.models import (
     Quota,
     ResourceFlavor,
     Team,
+    Topology,
     WorkloadPriorityClass,
 )
 from queues.quantity import format_canonical
@@ -90,6 +91,10 @@ def team_members(obj: Team) -> dict[str, Any]:
             membership.user.get_username()
         )
     return members
+
+
+def topology(obj: Topology) -> dict[str, Any]:
+    return {"name": obj.name, "description": obj.description, "levels": list(obj.levels)}
 
 
 def resource_flavor(obj: ResourceFlavor) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from accounts.roles import APPROVERS_GROUP
 from accounts.services import create_token
 from queues import services
-from queues.models import ClusterQueue, Cohort, ResourceFlavor, Team
+from queues.models import ClusterQueue, Cohort, ResourceFlavor, Team, Topology
 
 GPU = "nvidia.com/gpu"
 
@@ -63,6 +63,15 @@ def token_client(owner: Any) -> APIClient:
         secret = create_token(user=owner, name="tests").secret
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     return client
+
+
+RACK_LEVELS = ["topology.berth.dev/block", "topology.berth.dev/rack", "kubernetes.io/hostname"]
+
+
+def topology(name: str = "gpu-racks", **data: Any) -> Topology:
+    return services.topologies.create(
+        actor=None, data={"name": name, "levels": list(RACK_LEVELS), **data}
+    )
 
 
 def flavor(name: str = "h100", **data: Any) -> ResourceFlavor:

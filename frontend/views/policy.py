@@ -1,5 +1,5 @@
-"""The policy editor, for platform admins: resource flavors, cohorts and
-cluster queues with their quotas, edited in the browser.
+"""The policy editor, for platform admins: topologies, resource flavors,
+cohorts and cluster queues with their quotas, edited in the browser.
 
 Every edit goes through the same serializer and service as the API, so it
 obeys the same rules and is recorded in the same history. **Plan** makes the
@@ -65,6 +65,7 @@ from queues.models import (
     QueueClass,
     ResourceFlavor,
     Team,
+    Topology,
 )
 from queues.reconcile import policy_version
 from queues.services import StaleRevision
@@ -153,6 +154,14 @@ def policy_index(request: HttpRequest) -> HttpResponse:
         {**snapshots.resource_flavor(f), "revision": f.revision}
         for f in selectors.resource_flavors().order_by("name")
     ]
+    topologies = [
+        {
+            **snapshots.topology(t),
+            "revision": t.revision,
+            "flavors": [f["name"] for f in flavors if f["topology_name"] == t.name],
+        }
+        for t in selectors.topologies().order_by("name")
+    ]
     cohorts = [
         {**snapshots.cohort(c), "revision": c.revision, "quotas": None}
         for c in selectors.cohorts().order_by("name")
@@ -169,6 +178,10 @@ def policy_index(request: HttpRequest) -> HttpResponse:
         "kueue_summary": kueue_summary(snapshots.kueue_configuration(configuration)),
         "kueue_saved": configuration.is_saved,
         "kueue_revision": configuration.revision,
+        "topologies": topologies,
+        "topology_options": names_of(lambda: Topology.objects.all(), "(none: not topology-aware)")(
+            None
+        ),
         "flavors": flavors,
         "cohorts": cohorts,
         "queues": queues,

@@ -97,6 +97,21 @@ class TolerationSerializer(StrictSerializer):
     toleration_seconds = serializers.IntegerField(required=False, allow_null=True)
 
 
+class TopologySerializer(PolicySerializer):
+    name = _name(help_text="RFC 1123 subdomain; cannot change")
+    description = serializers.CharField(required=False, allow_blank=True)
+    levels = serializers.ListField(
+        # Blank and malformed keys are refused by the policy rules, naming the level.
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        help_text="Node label keys, widest domain first (e.g. topology.berth.dev/block, "
+        "topology.berth.dev/rack, kubernetes.io/hostname); 1 to 16, kubernetes.io/hostname "
+        "only last; cannot change once created",
+    )
+
+    def snapshot(self, instance: Any) -> dict[str, Any]:
+        return snapshots.topology(instance)
+
+
 class ResourceFlavorSerializer(PolicySerializer):
     name = _name(help_text="RFC 1123 subdomain; cannot change")
     description = serializers.CharField(required=False, allow_blank=True)
@@ -106,7 +121,12 @@ class ResourceFlavorSerializer(PolicySerializer):
     node_taints = TaintSerializer(many=True, required=False)
     tolerations = TolerationSerializer(many=True, required=False)
     capacity_type = choice(CapacityType, required=False)
-    topology_name = serializers.CharField(required=False, allow_blank=True)
+    topology_name = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="A Topology's name (topologies/): makes the flavor topology-aware; "
+        "Kueue then freezes topology_name, node_labels and tolerations",
+    )
 
     def snapshot(self, instance: Any) -> dict[str, Any]:
         return snapshots.resource_flavor(instance)

@@ -7,6 +7,7 @@ from queues.api import cluster, kueue_configuration, me, views
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
+router.register("topologies", views.TopologyViewSet, basename="topology")
 router.register("resource-flavors", views.ResourceFlavorViewSet, basename="resource-flavor")
 router.register("cohorts", views.CohortViewSet, basename="cohort")
 router.register("cluster-queues", views.ClusterQueueViewSet, basename="cluster-queue")

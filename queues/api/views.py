@@ -182,6 +182,19 @@ class TeamViewSet(PolicyViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class TopologyViewSet(PolicyViewSet):
+    """Kueue Topologies: the node-label levels (block, rack, host) that a
+    flavor naming one (``topology_name``) places pods by. The levels cannot
+    change once created; a topology a flavor names cannot be deleted."""
+
+    serializer_class = serializers.TopologySerializer
+    service = services.topologies
+    filterset_class = filters.TopologyFilter
+    ordering_fields = ["name", "created_at"]
+
+    queryset = selectors.topologies()
+
+
 class ResourceFlavorViewSet(PolicyViewSet):
     serializer_class = serializers.ResourceFlavorSerializer
     service = services.resource_flavors

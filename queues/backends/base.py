@@ -58,11 +58,13 @@ TYPES: dict[str, ResourceType] = {
     )
 }
 
-# What reconcile lists, renders and may prune, in apply order. Kueue's manager
+# What reconcile lists, renders and may prune, in apply order (deletes go in
+# reverse: a Topology only after the flavors that name it). Kueue's manager
 # ConfigMap is not among them: reconcile reads that one object by name, and only
 # where it writes it (``ClusterBackend.writes_kueue_manager_config``).
 POLICY_KINDS = (
     "Namespace",
+    "Topology",
     "ResourceFlavor",
     "WorkloadPriorityClass",
     "AdmissionCheck",

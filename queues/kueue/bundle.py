@@ -11,6 +11,7 @@ def current_bundle() -> PolicyBundle:
     configuration = selectors.kueue_configuration()
     return PolicyBundle(
         teams=[snapshots.team(t) for t in selectors.teams()],
+        topologies=[snapshots.topology(t) for t in selectors.topologies()],
         flavors=[snapshots.resource_flavor(f) for f in selectors.resource_flavors()],
         cohorts=[snapshots.cohort(c) for c in selectors.cohorts()],
         cluster_queues=[snapshots.cluster_queue(q) for q in selectors.cluster_queues()],

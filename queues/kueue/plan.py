@@ -7,8 +7,10 @@ manages that is no longer desired, delete it — but a ClusterQueue or LocalQueu
 still holding workloads is first set to ``stopPolicy: HoldAndDrain`` and only
 deleted once empty, and Namespaces are never deleted (that would delete every
 job in them), nor is Kueue's manager ConfigMap. Objects without Berth's label
-are never touched. If nothing at all is desired, nothing is pruned: an empty
-policy is far likelier a wiped database than a wish to empty the cluster.
+are never touched. An update of a field Kueue makes immutable (a Topology's
+levels) is marked ``recreate``: the object is deleted and created again. If
+nothing at all is desired, nothing is pruned: an empty policy is far likelier
+a wiped database than a wish to empty the cluster.
 
 Some objects are a person's to apply on some clusters (Kueue's manager
 ConfigMap on a real one, see ``queues.kueue.manager_config``): the caller
@@ -48,6 +50,12 @@ NEVER_DELETED = {
 # Kinds that configure Kueue rather than describe the policy: they alone do not
 # make a policy "not empty" (a wiped database keeps no such row either).
 CONFIGURATION_KINDS = {"ConfigMap"}
+# Kind -> fields Kueue's CRD makes immutable (CEL ``self == oldSelf``): the API
+# server refuses an update that changes one, so such a change deletes the
+# object and creates it again. Berth itself refuses to edit these fields; they
+# differ only when an object was deleted and made again under the same name
+# before a reconcile ran, or after a hand edit on a cluster without the CRD's rules.
+IMMUTABLE = {"Topology": ("spec.levels",)}
 
 
 @dataclass
@@ -64,6 +72,8 @@ class Change:
     # Server-side apply takes fields over from other managers only on objects
     # Berth owns; on someone else's namespace it adds its label, or fails.
     force: bool = True
+    # An update of an immutable field (``IMMUTABLE``): delete, then create.
+    recreate: bool = False
 
     @property
     def identity(self) -> Identity:
@@ -186,6 +196,16 @@ def _adopt_namespace(desired: Mapping[str, Any], current: dict[str, Any]) -> Cha
     )
 
 
+def _immutable(kind: str, fields: list[str]) -> list[str]:
+    """The immutable fields of ``kind`` among the differing ``fields``."""
+    frozen = IMMUTABLE.get(kind, ())
+    return [
+        path
+        for path in frozen
+        if any(f == path or f.startswith((f"{path}.", f"{path}[")) for f in fields)
+    ]
+
+
 def _manual(obj: dict[str, Any], current: dict[str, Any] | None, note: str) -> Change:
     """An object someone applies by hand: unchanged when ``current`` (if Berth
     could read it) already holds it, else a manual step saying what to do."""
@@ -244,6 +264,7 @@ def make_plan(
         if not fields and not hash_changed:
             changes.append(Change(UNCHANGED, kind, namespace, name, desired=obj, actual=current))
             continue
+        frozen = _immutable(kind, fields)
         changes.append(
             Change(
                 UPDATE,
@@ -254,6 +275,12 @@ def make_plan(
                 actual=current,
                 fields=fields,
                 drift=bool(fields) and not hash_changed,
+                recreate=bool(frozen),
+                note=(
+                    f"Kueue does not allow {', '.join(frozen)} to change: deleted and created again"
+                    if frozen
+                    else ""
+                ),
             )
         )
     leftovers = [

@@ -35,12 +35,14 @@ APPROVAL_CONTROLLER = "berth.dev/approval"
 # manifests then show it as instructions): its value says what to do.
 MANUAL_STEP = "berth.dev/manual-step"
 
-# Dependencies first: flavors and cohorts before the queues that name them,
-# namespaces before the LocalQueues in them.
+# Dependencies first: topologies before the flavors that name them, flavors
+# and cohorts before the queues that name them, namespaces before the
+# LocalQueues in them.
 KIND_ORDER = (
     # Kueue's own configuration before the objects it governs.
     "ConfigMap",
     "Namespace",
+    "Topology",
     "ResourceFlavor",
     "WorkloadPriorityClass",
     "AdmissionCheck",
@@ -55,6 +57,7 @@ class PolicyBundle:
     """The policy as snapshot dicts (see ``queues.snapshots``)."""
 
     teams: list[dict[str, Any]] = field(default_factory=list)
+    topologies: list[dict[str, Any]] = field(default_factory=list)
     flavors: list[dict[str, Any]] = field(default_factory=list)
     cohorts: list[dict[str, Any]] = field(default_factory=list)
     cluster_queues: list[dict[str, Any]] = field(default_factory=list)
@@ -68,7 +71,8 @@ class PolicyBundle:
     @property
     def empty(self) -> bool:
         return not (
-            self.flavors
+            self.topologies
+            or self.flavors
             or self.cluster_queues
             or self.cohorts
             or self.teams
@@ -153,6 +157,12 @@ def _tolerations(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             toleration["tolerationSeconds"] = item["toleration_seconds"]
         out.append(toleration)
     return out
+
+
+def render_topology(topology: Mapping[str, Any]) -> dict[str, Any]:
+    """Kueue's Topology: its levels, widest first, each one node label."""
+    levels = [{"nodeLabel": label} for label in topology["levels"]]
+    return _object("Topology", topology["name"], spec={"levels": levels})
 
 
 def render_flavor(flavor: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,6 +281,7 @@ def render(bundle: PolicyBundle) -> list[dict[str, Any]]:
     objects = [
         render_namespace(ns, team["slug"]) for team in bundle.teams for ns in team["namespaces"]
     ]
+    objects += [render_topology(t) for t in bundle.topologies]
     objects += [render_flavor(f) for f in bundle.flavors]
     objects += [render_priority_class(p) for p in bundle.priority_classes]
     gated = [q for q in bundle.cluster_queues if q.get("queue_class") in approval_classes]

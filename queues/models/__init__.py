@@ -9,6 +9,7 @@ from queues.models.kueue_configuration import KueueConfiguration
 from queues.models.queues import ClusterQueue, LocalQueue, Quota
 from queues.models.reconcile import DriftRecord, ReconcileRun
 from queues.models.teams import Team, TeamMembership, TeamNamespace
+from queues.models.topologies import Topology
 
 __all__ = [
     "ClusterQueue",
@@ -27,5 +28,6 @@ __all__ = [
     "Team",
     "TeamMembership",
     "TeamNamespace",
+    "Topology",
     "WorkloadPriorityClass",
 ]

@@ -16,6 +16,7 @@ from queues.services.common import StaleRevision
 from queues.services.flavors import resource_flavors
 from queues.services.local_queues import local_queues, sync_generated_local_queues
 from queues.services.teams import set_membership, teams
+from queues.services.topologies import topologies
 
 __all__ = [
     "StaleRevision",
@@ -29,4 +30,5 @@ __all__ = [
     "set_membership",
     "sync_generated_local_queues",
     "teams",
+    "topologies",
 ]

@@ -150,6 +150,7 @@ _REFERENCE_LABELS = {
     "cohorts": "cohort",
     "local_queues": "local queue",
     "queue_classes": "queue class",
+    "resource_flavors": "resource flavor",
 }
 
 
@@ -159,7 +160,7 @@ def in_use(
     """A 409 listing what still uses ``subject``, or None when nothing does.
 
     ``references`` maps a kind (``cluster_queues``, ``cohorts``, ``local_queues``,
-    ``queue_classes``) to the names that refer to the subject."""
+    ``queue_classes``, ``resource_flavors``) to the names that refer to the subject."""
     found = {kind: sorted(names) for kind, names in references.items()}
     found = {kind: names for kind, names in found.items() if names}
     if not found:

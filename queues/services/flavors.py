@@ -11,6 +11,7 @@ from queues.errors import FieldError, PolicyConflict
 from queues.models import ResourceFlavor
 from queues.services.common import choice_errors, immutable_errors, in_use, required_errors
 from queues.services.kinds import PolicyKindService, save_fields
+from queues.services.topologies import unknown_topology_errors
 
 DEFAULTS: dict[str, Any] = {
     "name": None,
@@ -54,6 +55,10 @@ def _validate(spec: dict[str, Any], existing: ResourceFlavor | None) -> list[Fie
     errors += choice_errors("capacity_type", spec["capacity_type"], CapacityType)
     if isinstance(spec["node_labels"], Mapping):
         errors += rules.topology_errors(spec["topology_name"], spec["node_labels"])
+    topology = spec["topology_name"]
+    if topology and not rules.name_errors("topology_name", topology):
+        # A malformed name has its own error; only a well-formed one is looked up.
+        errors += unknown_topology_errors("topology_name", topology)
     return errors
 
 

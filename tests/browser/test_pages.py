@@ -64,7 +64,12 @@ PAGES: list[Visit] = [
     Visit("/queues/alpha/", "member", ("ClusterQueue alpha", "Kueue objects Berth renders")),
     Visit("/cohorts/", "member", ("Cohorts", "The lending tree", "shared")),
     Visit("/whatif/", "admin", "What-if"),
-    Visit("/policy/", "admin", ("Cluster queues", "alpha")),
+    Visit("/policy/", "admin", ("Cluster queues", "alpha", "Topologies", "gpu-racks")),
+    Visit(
+        "/policy/topology/gpu-racks/",
+        "admin",
+        ("Topology gpu-racks", "Levels (node labels, widest first)", "topology.berth.dev/rack"),
+    ),
     Visit(
         "/policy/kueue-configuration/",
         "admin",
@@ -93,6 +98,7 @@ def org(transactional_db: Any, queue_class_templates: None, settings: Any) -> di
     home page's counts are not all zero."""
     settings.BERTH_RECONCILE_ON_CHANGE = False
     people = factories.role_users()
+    factories.topology("gpu-racks")
     factories.flavor("h100")
     factories.cohort("shared")
     services.priority_classes.create(actor=None, data={"name": "train-low", "value": 1000})

@@ -41,6 +41,8 @@ LEFTOVERS = (
     ("kueue.x-k8s.io", "v1beta2", "clusterqueues", False),
     ("kueue.x-k8s.io", "v1beta2", "cohorts", False),
     ("kueue.x-k8s.io", "v1beta2", "resourceflavors", False),
+    # After the flavors that name them, as reconcile prunes.
+    ("kueue.x-k8s.io", "v1beta2", "topologies", False),
     ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", False),
     ("kueue.x-k8s.io", "v1beta2", "admissionchecks", False),
     ("", "v1", "nodes", False),

@@ -138,8 +138,13 @@ def test_berth_cannot_read_secrets_delete_namespaces_or_touch_what_is_not_its_ow
             "change a Workload's spec": lambda: custom.patch_namespaced_custom_object(
                 KUEUE, V, "research", "workloads", "x", {"spec": {"active": False}}
             ),
-            "create a Kueue Topology": lambda: custom.create_cluster_custom_object(
-                KUEUE, "v1beta2", "topologies", {"metadata": {"name": "x"}}
+            "create a Workload (Kueue makes them)": lambda: custom.create_namespaced_custom_object(
+                KUEUE, V, "research", "workloads", {"metadata": {"name": "x"}}
+            ),
+            "watch Topologies (reconcile only lists them)": lambda: (
+                custom.list_cluster_custom_object(
+                    KUEUE, V, "topologies", watch=True, timeout_seconds=1
+                )
             ),
             "replace a ClusterQueue (PUT)": lambda: custom.replace_cluster_custom_object(
                 KUEUE, V, "clusterqueues", "x", {"metadata": {"name": "x"}}

@@ -13,6 +13,7 @@ from tests.envtest.controlplane import load_yaml
 
 KUEUE_FOLDER = "kueue-v0.19.2"
 FILES = {
+    "Topology": "kueue.x-k8s.io_topologies.yaml",
     "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
     "Cohort": "kueue.x-k8s.io_cohorts.yaml",
     "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
@@ -104,6 +105,15 @@ CEL: dict[str, Callable[[Any], bool]] = {
     ),
     "!has(self.topologyName) || self.nodeLabels.size() >= 1": lambda s: (
         "topologyName" not in s or len(s.get("nodeLabels", {})) >= 1
+    ),
+    # Topology
+    "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0": lambda levels: all(
+        levels.count(level) == 1 for level in levels
+    ),
+    "size(self.filter(i, i.nodeLabel == 'kubernetes.io/hostname')) == 0 || "
+    "self[size(self) - 1].nodeLabel == 'kubernetes.io/hostname'": lambda levels: (
+        all(level["nodeLabel"] != "kubernetes.io/hostname" for level in levels)
+        or levels[-1]["nodeLabel"] == "kubernetes.io/hostname"
     ),
 }
 UPDATE_ONLY = ("oldSelf",)

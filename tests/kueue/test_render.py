@@ -78,6 +78,17 @@ def bundle() -> PolicyBundle:
         ],
     }
     return PolicyBundle(
+        topologies=[
+            {
+                "name": "default",
+                "description": "racks",
+                "levels": [
+                    "topology.berth.dev/block",
+                    "topology.berth.dev/rack",
+                    "kubernetes.io/hostname",
+                ],
+            }
+        ],
         teams=[
             {
                 "slug": "research",
@@ -171,6 +182,7 @@ def test_every_rendered_kueue_object_passes_the_crd_schema_and_cel_rules() -> No
 def test_every_cel_rule_of_the_rendered_kinds_is_known() -> None:
     """A new Kueue release adding a rule fails here until Berth checks it too."""
     kinds = (
+        "Topology",
         "ResourceFlavor",
         "Cohort",
         "ClusterQueue",
@@ -209,6 +221,7 @@ def test_render_is_deterministic_and_labelled() -> None:
         assert labels[MANAGED_BY] == "berth" and len(labels[POLICY_HASH]) == 16
     kinds = [o["kind"] for o in first]
     assert kinds.index("ResourceFlavor") < kinds.index("ClusterQueue") < kinds.index("LocalQueue")
+    assert kinds.index("Topology") < kinds.index("ResourceFlavor")  # the flavor names it
 
 
 def test_the_hash_changes_only_when_what_berth_sets_changes() -> None:
@@ -281,3 +294,44 @@ def test_a_rule_breaking_object_is_caught_by_the_checks() -> None:
         bad = copy.deepcopy(queue)
         bad["spec"]["queueingStrategy"] = "LIFO"
         jsonschema.Draft7Validator(schema("ClusterQueue")).validate(bad)
+
+
+def test_topology_shape() -> None:
+    [topology] = [o for o in render(bundle()) if o["kind"] == "Topology"]
+    assert topology["apiVersion"] == KUEUE_API
+    assert topology["metadata"]["name"] == "default"
+    assert topology["metadata"]["labels"][MANAGED_BY] == "berth"
+    assert topology["spec"] == {
+        "levels": [
+            {"nodeLabel": "topology.berth.dev/block"},
+            {"nodeLabel": "topology.berth.dev/rack"},
+            {"nodeLabel": "kubernetes.io/hostname"},
+        ]
+    }
+    [spot] = [o for o in render(bundle()) if o["metadata"]["name"] == "spot"]
+    assert spot["spec"]["topologyName"] == "default"
+
+
+@pytest.mark.parametrize(
+    ("levels", "broken"),
+    [
+        (["kubernetes.io/hostname", "topology.berth.dev/rack"], "kubernetes.io/hostname"),
+        (["topology.berth.dev/rack", "topology.berth.dev/rack"], "filter(j, j == i)"),
+    ],
+)
+def test_a_rule_breaking_topology_is_caught_by_the_checks(levels: list[str], broken: str) -> None:
+    """The CEL checks Berth mirrors fail where Kueue's would, so the schema test
+    above proves something about the Topologies Berth renders."""
+    [topology] = [o for o in render(bundle()) if o["kind"] == "Topology"]
+    bad = copy.deepcopy(topology)
+    bad["spec"]["levels"] = [{"nodeLabel": label} for label in levels]
+    failures = [
+        rule
+        for _, rule, value in rules_at(schema("Topology"), bad)
+        if rule in CEL and not CEL[rule](value)
+    ]
+    assert len(failures) == 1 and broken in failures[0]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(schema("Topology")).validate(
+            {**bad, "spec": {"levels": [{"nodeLabel": "Not A Label"}]}}
+        )

@@ -26,6 +26,7 @@ def test_demo_organisation_renders_to_valid_kueue_objects(db: Any) -> None:
         "LocalQueue",
         "Namespace",
         "ResourceFlavor",
+        "Topology",
         "WorkloadPriorityClass",
     ]
     for obj in objects:

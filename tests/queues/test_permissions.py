@@ -29,6 +29,7 @@ from queues.models import (
     ResourceFlavor,
     Team,
     TeamMembership,
+    Topology,
     WorkloadPriorityClass,
 )
 from tests import factories
@@ -56,6 +57,13 @@ KINDS = {
     kind.path: kind
     for kind in [
         Kind("teams", Team, "delta", {"slug": "gamma", "name": "Gamma"}, {"name": "Delta 2"}),
+        Kind(
+            "topologies",
+            Topology,
+            "spare",
+            {"name": "t2", "levels": list(factories.RACK_LEVELS)},
+            {"description": "x"},
+        ),
         Kind("resource-flavors", ResourceFlavor, "spare", {"name": "a100"}, {"description": "x"}),
         Kind("cohorts", Cohort, "spare", {"name": "c2"}, {"description": "x"}),
         Kind(
@@ -89,6 +97,8 @@ ADMIN_STATUS = {"POST": 201, "PATCH": 200, "PUT": 200, "DELETE": 204}
 @pytest.fixture
 def world(users: dict[str, Any]) -> dict[str, str]:
     """Policy around the role users: one spare object of every kind to edit or delete."""
+    factories.topology("gpu-racks")
+    factories.topology("spare")
     factories.flavor("h100")
     factories.flavor("spare")
     factories.cohort("shared")
@@ -194,6 +204,8 @@ def test_unknown_token_is_refused_401_as_bad_credentials(db: Any) -> None:
 READS = [
     ("teams/", "slug", "alpha"),
     ("teams/alpha/", "slug", "alpha"),
+    ("topologies/", "name", "gpu-racks"),
+    ("topologies/gpu-racks/", "name", "gpu-racks"),
     ("resource-flavors/", "name", "h100"),
     ("resource-flavors/h100/", "name", "h100"),
     ("cohorts/", "name", "shared"),

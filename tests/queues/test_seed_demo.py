@@ -29,7 +29,8 @@ def seed() -> str:
 
 def test_seed_builds_the_demo_organisation() -> None:
     output = seed()
-    assert "Demo organisation ready (12 object(s) and 6 user(s) created" in output
+    assert "Demo organisation ready (13 object(s) and 6 user(s) created" in output
+    assert "  topology gpu-racks: created" in output
     assert "admin     password admin-demo" in output
     gpus: dict[str, int] = {}
     for quota in Quota.objects.filter(resource=GPU).select_related("flavor"):

@@ -14,7 +14,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from queues.models import ResourceFlavor
-from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
+from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team, topology
 from tests.queues.validation_support import (
     assert_refused,
     assert_unchanged,
@@ -95,6 +95,7 @@ def test_flavor_rules_on_patch(admin_client: APIClient) -> None:
 
 
 def test_valid_flavor_is_accepted(admin_client: APIClient) -> None:
+    topology("default")
     body = {
         "name": "h100-spot",
         "node_labels": {f"example.com/l{i}": "x" for i in range(8)},

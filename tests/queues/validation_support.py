@@ -18,6 +18,7 @@ from queues.models import (
     Team,
     TeamMembership,
     TeamNamespace,
+    Topology,
     WorkloadPriorityClass,
 )
 from tests.factories import GPU
@@ -38,6 +39,7 @@ COUNTED = (
     Team,
     TeamMembership,
     TeamNamespace,
+    Topology,
     WorkloadPriorityClass,
 )
 

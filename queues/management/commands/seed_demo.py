@@ -19,6 +19,7 @@ from queues.models import (
     QueueClass,
     ResourceFlavor,
     Team,
+    Topology,
     WorkloadPriorityClass,
 )
 
@@ -41,6 +42,8 @@ class Command(BaseCommand):
         for name in (PLATFORM_ADMINS_GROUP, APPROVERS_GROUP):
             Group.objects.get_or_create(name=name)
         steps: list[tuple[str, Any, Any, str, list[dict[str, Any]]]] = [
+            # Before the flavors, which may name it.
+            ("topology", Topology, services.topologies, "name", demo_org.TOPOLOGIES),
             (
                 "resource flavor",
                 ResourceFlavor,
