@@ -6,6 +6,8 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from queues.engine.assign import Assignment
 from queues.engine.model import Policy, Workload
 from queues.engine.topology import Placer
@@ -54,8 +56,14 @@ def place_on_nodes(placer: Placer, workload: Workload) -> None:
         placer.hold(workload.key, pod_set.name, pod_set.requests, given)
 
 
-def fits_on_nodes(placer: Placer | None, workload: Workload, assignment: Assignment) -> bool:
-    """Whether the pods still find room, after what this cycle admitted before."""
+def fits_on_nodes(
+    placer: Placer | None,
+    workload: Workload,
+    assignment: Assignment,
+    without: Collection[str] = (),
+) -> bool:
+    """Whether the pods find room now (after what this cycle admitted before),
+    or once the workloads ``without`` have gone."""
     if placer is None:
         return True
     counts = assignment.counts or {}
@@ -65,6 +73,9 @@ def fits_on_nodes(placer: Placer | None, workload: Workload, assignment: Assignm
         if flavor is None or not placer.handles(flavor):
             continue
         count = counts.get(pod_set.name, pod_set.count)
-        if not placer.place(flavor, pod_set.requests, count, pod_set.topology_request).placed:
+        placement = placer.place(
+            flavor, pod_set.requests, count, pod_set.topology_request, without=without
+        )
+        if not placement.placed:
             return False
     return True

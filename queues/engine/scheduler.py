@@ -398,6 +398,12 @@ class Scheduler:
                 if searched is not None
                 else self._preemptor(set()).targets(workload, queue, assignment.contested, requests)
             )
+        if entry.targets and not fits_on_nodes(
+            self.placer, workload, assignment, {t.workload.key for t in entry.targets}
+        ):
+            # The victims the quota asks for would not free room where the pods
+            # must go: preempting them would only churn.
+            entry.targets = []
         if not assignment.fits and not entry.targets and workload.can_be_partially_admitted:
             fewer = partial.search(workload, lambda counts: self._try_counts(workload, counts))
             if fewer is not None:

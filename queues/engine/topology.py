@@ -19,7 +19,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -100,11 +100,15 @@ class Placer:
         request: TopologyRequest | None,
         *,
         empty: bool = False,
+        without: Collection[str] = (),
     ) -> Placement:
+        """Where ``count`` pods would go now; ``empty``: on the nodes as if
+        nothing ran there; ``without``: as if those workloads had gone."""
         topology = self.topologies[flavor]
         if request is not None and request.level not in topology.levels:
             return Placement(count, 0, missing_level=request.level)
-        room = {node.name: self._pods_fit(node, per_pod, empty) for node in self._eligible(flavor)}
+        used = {} if empty else self._used_without(without)
+        room = {node.name: self._pods_fit(node, per_pod, used) for node in self._eligible(flavor)}
         placement = Placement(count, 0)
         for level in _levels_to_try(topology, request):
             domains = self._domains(flavor, topology, level, room)
@@ -134,8 +138,23 @@ class Placer:
             if all(level == HOSTNAME or level in node.labels for level in levels):
                 yield node
 
-    def _pods_fit(self, node: ClusterNode, per_pod: Mapping[str, int], empty: bool) -> int:
-        used = {} if empty else self.used.get(node.name, {})
+    def _used_without(self, gone: Collection[str]) -> Mapping[str, Mapping[str, int]]:
+        if not gone:
+            return self.used
+        used = {node: dict(amounts) for node, amounts in self.used.items()}
+        for key in gone:
+            for node, usage in self.held.get(key, []):
+                for resource, amount in usage.items():
+                    used[node][resource] = used[node].get(resource, 0) - amount
+        return used
+
+    def _pods_fit(
+        self,
+        node: ClusterNode,
+        per_pod: Mapping[str, int],
+        used_by: Mapping[str, Mapping[str, int]],
+    ) -> int:
+        used = used_by.get(node.name, {})
         fits: int | None = None
         for resource, amount in per_pod.items():
             if amount <= 0:
