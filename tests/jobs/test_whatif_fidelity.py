@@ -22,7 +22,9 @@ from django.utils import timezone
 
 from jobs import stats, whatif
 from jobs.models import WAIT_BUCKETS, EventType, WhatIfState, WorkloadEvent, WorkloadRecord
+from jobs.snapshots import record_nodes
 from jobs.sync import watch_workloads
+from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
 from queues.models import ReconcileRun
 from queues.reconcile import reconcile
@@ -86,6 +88,7 @@ def record(backend: SimulatedBackend, clock: Clock, until: datetime, seed: int) 
         kueue.tick(now)
         backend.prune_log()
         watch_workloads(backend, timeout_seconds=0, rounds=1)
+        record_nodes(backend.list(TYPES["Node"])[0], clock.at)
 
 
 def recorded_waits(start: datetime, end: datetime) -> dict[str, list[tuple[float, bool]]]:
