@@ -16,9 +16,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs.models import JobRequest, ObservedNode, WorkloadRecord, WorkloadState
+from jobs.models import JobRequest, ObservedNode, QueueStatus, WorkloadRecord, WorkloadState
 from jobs.pace import Pace, cluster_pace
 from jobs.runtimes import Runtimes, recorded_runtimes
+from queues.engine.admission_fairness import consumed_from_status
 from queues.engine.configuration import manager_configuration
 from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
 from queues.engine.scenario import ScenarioError, parse
@@ -200,6 +201,13 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
     pace = cluster_pace()
     runtimes = recorded_runtimes(moment)
     scheduler = Scheduler(policy, now=moment.timestamp())
+    if scheduler.ledger is not None:  # admission fair sharing: usage so far, as Kueue saw it
+        for namespace, name, status in QueueStatus.objects.filter(kind="LocalQueue").values_list(
+            "namespace", "name", "status"
+        ):
+            saved = ((status or {}).get("fairSharing") or {}).get("admissionFairSharingStatus")
+            if saved:
+                scheduler.ledger.consumed[f"{namespace}/{name}"] = consumed_from_status(saved)
     declared: dict[int, float | None] = {}
     job_of: dict[int, int] = {}
     for job_id, workload_id, expected, limit in JobRequest.objects.filter(

@@ -17,10 +17,24 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from queues.engine.model import AdmissionFairSharing, Workload
+from queues.quantity import QuantityError, parse_decimal
 
 MILLI = {"cpu"}  # the engine keeps these in thousandths; Kueue counts cores
+
+
+def consumed_from_status(saved: Mapping[str, Any]) -> dict[str, float]:
+    """A LocalQueue's ``status.fairSharing.admissionFairSharingStatus``
+    ``consumedResources`` (Kubernetes quantities: ``1500m`` is 1.5 cores)."""
+    consumed: dict[str, float] = {}
+    for resource, value in (saved.get("consumedResources") or {}).items():
+        try:
+            consumed[str(resource)] = float(parse_decimal(value))
+        except QuantityError:
+            continue
+    return consumed
 
 
 def local_queue_of(workload: Workload) -> str:

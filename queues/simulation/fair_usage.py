@@ -12,6 +12,7 @@ from typing import Any
 
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
+from queues.engine.admission_fairness import consumed_from_status
 from queues.engine.scheduler import Scheduler
 from queues.simulation.annotations import epoch
 from queues.simulation.job_kinds import iso
@@ -33,9 +34,7 @@ def load_usage(backend: SimulatedBackend, scheduler: Scheduler, now: float) -> N
         if not saved:
             continue
         key = f"{queue['metadata']['namespace']}/{queue['metadata']['name']}"
-        ledger.consumed[key] = {
-            str(r): float(v) for r, v in (saved.get("consumedResources") or {}).items()
-        }
+        ledger.consumed[key] = consumed_from_status(saved)
         saved_at = epoch(saved.get("lastUpdate"), now)
         oldest = saved_at if not seen else min(oldest, saved_at)
         seen = True

@@ -64,3 +64,46 @@ def test_a_gang_that_fits_the_quota_but_not_the_free_nodes_says_why(org: Org) ->
     # The manifest asks Kueue for the same.
     template = too_wide["manifest"][0]["spec"]["template"]
     assert template["metadata"]["annotations"] == {"kueue.x-k8s.io/podset-required-topology": RACK}
+
+
+def test_estimates_start_from_the_local_queues_usage_kueue_reported(org: Org) -> None:
+    """Admission fair sharing on research's ClusterQueue: the engine's ledger
+    for dry runs and estimates starts from each LocalQueue's consumed usage as
+    sync mirrored it from the cluster, not from zero."""
+    from django.utils import timezone
+
+    from jobs.cluster_state import cluster_state
+    from jobs.models import QueueStatus
+    from queues.models import ClusterQueue
+
+    services.kueue_configuration.update(
+        actor=None,
+        data={
+            "fairSharing": {"enable": False},
+            "admissionFairSharing": {"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m"},
+        },
+    )
+    services.cluster_queues.update(
+        actor=None,
+        obj=ClusterQueue.objects.get(name="research"),
+        data={"admission_mode": "UsageBasedAdmissionFairSharing"},
+    )
+    QueueStatus.objects.create(
+        kind="LocalQueue",
+        namespace="research",
+        name="research",
+        cluster_queue="research",
+        status={
+            "fairSharing": {
+                "admissionFairSharingStatus": {
+                    "consumedResources": {"nvidia.com/gpu": "6", "cpu": "1500m"}
+                }
+            }
+        },
+        observed_at=timezone.now(),
+    )
+    state = cluster_state()
+    ledger = state.scheduler.ledger
+    assert ledger is not None
+    assert ledger.consumed["research/research"] == {"nvidia.com/gpu": 6.0, "cpu": 1.5}
+    assert ledger.usage("research/research") == 7.5
