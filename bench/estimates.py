@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> None:
     from jobs.forecast import Candidate, forecast_existing, forecast_new, kueue_pod_sets
     from jobs.forecast import pod_sets_of as engine_pod_sets
     from jobs.models import EventType, WorkloadEvent, WorkloadRecord, WorkloadState
+    from jobs.snapshots import record_nodes
     from jobs.sync import watch_workloads
     from queues.backends.base import TYPES
     from queues.backends.simulated import SimulatedBackend
@@ -190,6 +191,9 @@ def run(args: argparse.Namespace) -> None:
         kueue.tick(now)
         backend.prune_log()
         watch_workloads(backend, timeout_seconds=0, rounds=1)
+        # The nodes, as sync's snapshot step keeps them (estimates place gangs
+        # on them where a flavor is topology-aware).
+        record_nodes(backend.list(TYPES["Node"])[0], clock.at)
         waiting = {k for k, a in asked.items() if a.why is None}
         if waiting:
             for row in WorkloadRecord.objects.filter(

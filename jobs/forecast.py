@@ -246,8 +246,11 @@ def _forecast(state: ClusterState, key: str, *, estimate: bool) -> Forecast:
     # NO_CANDIDATES also ranks between NoFit and Fit, but nothing may be preempted.
     needs_preemption = assignment.mode in (Mode.PREEMPT, Mode.RECLAIM)
     victims = _victims(scheduler, key) if needs_preemption else []
+    # "Fits now" means the next cycle admits it: where a rehearsal ran, heads
+    # processed before it (other queues' too, on shared nodes) may take the room.
+    rehearsed = explanation.next_cycle.get("outcome")
     return Forecast(
-        fits_now=assignment.fits,
+        fits_now=assignment.fits and rehearsed not in ("pending", "not-considered"),
         needs_preemption=needs_preemption,
         flavors=flavors,
         position=explanation.position,
