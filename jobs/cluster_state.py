@@ -136,15 +136,7 @@ def pod_set(row: Mapping[str, Any]) -> PodSet:
         int(row.get("count", 1)),
         {str(k): int(v) for k, v in (row.get("requests") or {}).items()},
         dict(row.get("node_selector") or {}),
-        tuple(
-            Toleration(
-                t.get("key", ""),
-                t.get("operator", "Equal"),
-                t.get("value", ""),
-                t.get("effect", ""),
-            )
-            for t in row.get("tolerations") or []
-        ),
+        tuple(Toleration.from_kueue(t) for t in row.get("tolerations") or []),
         min_count=row.get("min_count"),
         topology_request=TopologyRequest.from_kueue(row.get("topology_request")),
     )

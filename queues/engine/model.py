@@ -77,6 +77,16 @@ class Toleration:
     value: str = ""
     effect: str = ""
 
+    @classmethod
+    def from_kueue(cls, raw: Mapping[str, str]) -> Toleration:
+        """From a pod template's toleration (Kubernetes' field names)."""
+        return cls(
+            raw.get("key", ""),
+            raw.get("operator", "Equal"),
+            raw.get("value", ""),
+            raw.get("effect", ""),
+        )
+
     def tolerates(self, taint: Taint) -> bool:
         """Kubernetes' rule: empty effect matches every effect; empty key with
         Exists matches every taint."""

@@ -39,15 +39,7 @@ def engine_workload(obj: Mapping[str, Any], queue: str, now: float) -> Workload:
                 int(pod_set.get("count", 1)),
                 requests,
                 dict(template.get("nodeSelector") or {}),
-                tuple(
-                    Toleration(
-                        t.get("key", ""),
-                        t.get("operator", "Equal"),
-                        t.get("value", ""),
-                        t.get("effect", ""),
-                    )
-                    for t in template.get("tolerations") or []
-                ),
+                tuple(Toleration.from_kueue(t) for t in template.get("tolerations") or []),
                 min_count=pod_set.get("minCount"),
                 topology_request=TopologyRequest.from_kueue(pod_set.get("topologyRequest")),
             )
