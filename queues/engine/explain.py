@@ -8,7 +8,9 @@ and suggestions: ask for less, use another flavor, wait for a named running
 workload, or change a quota. A workload that fits now is only promised the next
 cycle after that cycle has been rehearsed on a copy of the scheduler: an entry
 the cycle considers first (another queue's head, say) may take the capacity,
-and is then named. Every field is machine-readable; ``message`` is the same in
+and is then named. One behind its queue's head is promised only if the cycles
+that follow, with nothing else changing, reach and admit it (a StrictFIFO head
+that does not fit blocks it). Every field is machine-readable; ``message`` is the same in
 plain English.
 
 Pure Python: no Django, no kubernetes client.
@@ -23,6 +25,7 @@ from typing import Any
 from queues.engine.assign import Assignment, Mode, QuotaCheck
 from queues.engine.messages import kubernetes_quantity
 from queues.engine.model import FlavorResource, Workload
+from queues.engine.runner import run_cycles
 from queues.engine.scheduler import CycleResult, Entry, Scheduler, Target
 
 
@@ -132,10 +135,8 @@ def explain(scheduler: Scheduler, key: str) -> Explanation:
             "Fits" if explanation.reason in ("Queued", "Fits") else explanation.reason
         )
         if position and position > 1:
-            explanation.message = (
-                f"Fits now; it is number {position} in ClusterQueue {queue_name} and will be "
-                "admitted when it reaches the head."
-            )
+            explanation.next_cycle = _rehearse_behind(scheduler, key)
+            explanation.message = _behind_sentence(explanation.next_cycle, position, queue_name)
         else:
             explanation.next_cycle = _rehearse(scheduler, key, assignment.usage)
             explanation.message = _fits_sentence(explanation.next_cycle)
@@ -204,6 +205,57 @@ def _rehearse(scheduler: Scheduler, key: str, usage: dict[FlavorResource, int]) 
             for taker, taker_queue, taken in takers
         ],
     }
+
+
+def _rehearse_behind(scheduler: Scheduler, key: str) -> dict[str, Any]:
+    """For a workload behind its queue's head: whether the cycles Kueue runs
+    next, while nothing else changes, reach and admit it (a StrictFIFO head
+    that does not fit never lets it pass; a BestEffortFIFO one does, and those
+    ahead may take the room first). Run on a deep copy, until stable."""
+    trial = copy.deepcopy(scheduler)
+    trial.apply_unpark_requests()
+    result = run_cycles(trial, until_stable=True)
+    if key in result.admitted:
+        return {"outcome": "admitted", "reason": "Admitted", "taken_by": []}
+    if key in result.reserved:
+        waiting = sorted(trial.workloads[key].check_states)
+        return {
+            "outcome": "quota-reserved",
+            "reason": "QuotaReserved",
+            "admission_checks": waiting,
+            "taken_by": [],
+        }
+    pending = result.evaluated.get(key)
+    if pending is None:
+        return {"outcome": "not-considered", "reason": None, "taken_by": []}
+    return {
+        "outcome": "pending",
+        "reason": pending.reason,
+        "message": pending.message,
+        "taken_by": [],
+    }
+
+
+def _behind_sentence(next_cycle: dict[str, Any], position: int, queue: str) -> str:
+    where = f"it is number {position} in ClusterQueue {queue}"
+    outcome = next_cycle["outcome"]
+    if outcome == "admitted":
+        return f"Fits now; {where} and the scheduling cycles ahead reach and admit it."
+    if outcome == "quota-reserved":
+        checks = ", ".join(next_cycle["admission_checks"])
+        return (
+            f"Fits now; {where}; the scheduling cycles ahead reserve its quota, then it "
+            f"waits for admission check(s) {checks}."
+        )
+    if outcome == "not-considered":
+        return (
+            f"Its quota is free, but {where} and the workloads ahead of it do not move "
+            "until capacity changes, so no scheduling cycle reaches it yet."
+        )
+    return (
+        f"Its quota is free, but {where} and those ahead of it are admitted first; then it "
+        f"stays pending ({next_cycle['reason']}: {next_cycle['message']})."
+    )
 
 
 def _outcome(result: CycleResult, key: str) -> str:

@@ -320,3 +320,43 @@ def test_a_gang_that_fits_the_quota_but_not_one_rack_is_told_so() -> None:
         "Pending: the quota has room, but its pods find no place together: "
         'topology "default" allows to fit only 1 out of 2 pod(s).'
     )
+
+
+def _behind_a_big_head(strategy: str) -> Any:
+    """``small`` (1 GPU) waits third in ``a`` (4 GPUs): ``running`` takes 3,
+    then ``big`` (4) cannot fit. No cycle has run yet."""
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "cohorts": [{"name": "c"}],
+            "clusterQueues": [queue("a", 4, borrowingLimit=0) | {"queueingStrategy": strategy}],
+            "workloads": [
+                gpus("running", "a", 3, creationTime=0),
+                gpus("big", "a", 4, creationTime=1),
+                gpus("small", "a", 1, creationTime=2),
+            ],
+        }
+    )
+    return scheduler_for(scenario)
+
+
+def test_strict_fifo_head_that_cannot_fit_means_the_one_behind_does_not_fit_now() -> None:
+    scheduler = _behind_a_big_head("StrictFIFO")
+    result = explain(scheduler, "default/small")
+    assert result.position == 3
+    assert result.next_cycle["outcome"] == "not-considered"
+    assert result.message.startswith("Its quota is free, but it is number 3 in ClusterQueue a")
+    assert "no scheduling cycle reaches it yet" in result.message
+    # What Kueue then does: nothing passes the head.
+    run_cycles(scheduler, until_stable=True)
+    assert scheduler.workloads["default/small"].admission is None
+
+
+def test_best_effort_head_that_cannot_fit_lets_the_one_behind_in() -> None:
+    scheduler = _behind_a_big_head("BestEffortFIFO")
+    result = explain(scheduler, "default/small")
+    assert result.position == 3
+    assert result.next_cycle["outcome"] == "admitted"
+    assert "reach and admit it" in result.message
+    run_cycles(scheduler, until_stable=True)
+    assert scheduler.workloads["default/small"].admission is not None
