@@ -363,39 +363,17 @@ def _preemption(scheduler: Scheduler, workload: Workload, assignment: Assignment
     }
     if not contested:
         return summary
+    preemptor = scheduler.preemptor_for(exclude=set())
     node = scheduler.tree.queues[queue.name]
     protected: list[dict[str, str]] = []
     for other_name, holders in sorted(scheduler.reserved.items()):
         other = scheduler.tree.queues[other_name]
-        same = other_name == queue.name
-        if not same and (node.parent is None or other.root() is not node.root()):
+        if other_name != queue.name and (node.parent is None or other.root() is not node.root()):
             continue
         for key, holder in sorted(holders.items()):
             if not any(fr in contested for fr in scheduler.usage_of.get(key, {})):
                 continue
-            why = None
-            if same and policy.within_cluster_queue.value == "Never":
-                why = "withinClusterQueue is Never"
-            elif (
-                same
-                and holder.priority >= workload.priority
-                and not (
-                    policy.within_cluster_queue.value == "LowerOrNewerEqualPriority"
-                    and holder.priority == workload.priority
-                    and workload.queue_order_time < holder.queue_order_time
-                )
-            ):
-                why = f"priority {holder.priority} is not lower than {workload.priority}"
-            elif not same and policy.reclaim_within_cohort.value == "Never":
-                why = "reclaimWithinCohort is Never"
-            elif not same and other.within_nominal(contested):
-                why = f"cluster queue {other_name} is within its nominal quota"
-            elif (
-                not same
-                and policy.reclaim_within_cohort.value == "LowerPriority"
-                and holder.priority >= workload.priority
-            ):
-                why = f"priority {holder.priority} is not lower than {workload.priority}"
+            why = preemptor.protection(workload, queue, holder, contested)
             if why:
                 protected.append({"workload": key, "cluster_queue": other_name, "why": why})
     summary["protected"] = protected

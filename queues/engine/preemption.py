@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum, StrEnum
 
 from queues.engine.fairshare import Share, compare, dominant_resource_share
@@ -53,6 +53,13 @@ REASON_TEXT = {
 }
 
 
+def _not_lower(rule: str, preemptor: Workload, holder: Workload) -> str:
+    said = f"priority {holder.priority} is not lower than {preemptor.priority}"
+    if rule == "LowerOrNewerEqualPriority" and holder.priority == preemptor.priority:
+        return f"{said} and it is not newer"
+    return said
+
+
 class Variant(Enum):
     WITHIN_QUEUE = "within-queue"
     HIERARCHICAL_RECLAIM = "hierarchical-reclaim"
@@ -80,14 +87,6 @@ class Candidate:
     queue: Node
     variant: Variant
     lca: Node | None = None
-
-
-@dataclass
-class Search:
-    """Why a preemption search found what it found, for explanations."""
-
-    considered: int = 0
-    protected: list[str] = field(default_factory=list)  # why candidates were not eligible
 
 
 class Preemptor:
@@ -178,6 +177,35 @@ class Preemptor:
             else:
                 self._remove(kept[i])
         return kept
+
+    def protection(
+        self,
+        preemptor: Workload,
+        queue: ClusterQueue,
+        holder: Workload,
+        contested: set[FlavorResource],
+    ) -> str | None:
+        """Why ``holder`` (in ``queue`` or a queue of its cohort) may not be a
+        victim of ``preemptor`` (None: it may). The same rules ``_classic``
+        gathers candidates by, said in words."""
+        if self.policy.cluster_queues[holder.cluster_queue].stop_policy is not StopPolicy.NONE:
+            return f"cluster queue {holder.cluster_queue} is stopped"
+        policy = queue.preemption
+        if holder.cluster_queue == queue.name:
+            rule = policy.within_cluster_queue.value
+            if policy.within_cluster_queue is WithinClusterQueue.NEVER:
+                return "withinClusterQueue is Never"
+            if not self._satisfies(rule, preemptor, holder):
+                return _not_lower(rule, preemptor, holder)
+            return None
+        other = self.tree.queues[holder.cluster_queue]
+        if policy.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
+            return "reclaimWithinCohort is Never"
+        if other.within_nominal(contested):
+            return f"cluster queue {holder.cluster_queue} is within its nominal quota"
+        if not self._satisfies(policy.reclaim_within_cohort.value, preemptor, holder):
+            return _not_lower(policy.reclaim_within_cohort.value, preemptor, holder)
+        return None
 
     # -------------------------------------------------------------- dispatch
 

@@ -288,14 +288,14 @@ class Scheduler:
     def _active(self, queue: ClusterQueue) -> bool:
         return queue.stop_policy is StopPolicy.NONE
 
-    def _preemptor(self, exclude: set[str]) -> Preemptor:
+    def preemptor_for(self, exclude: set[str]) -> Preemptor:
         return Preemptor(self.policy, self.tree, self.reserved, self.usage_of, exclude, self.now)
 
     def assign(self, workload: Workload, exclude: set[str] | None = None) -> Assignment:
         """Flavor assignment for a pending workload against current usage."""
         queue = self.policy.cluster_queues[workload.cluster_queue]
         node = self.tree.queues[queue.name]
-        preemptor = self._preemptor(exclude or set())
+        preemptor = self.preemptor_for(exclude or set())
 
         self._oracle_targets = {}
 
@@ -396,7 +396,9 @@ class Scheduler:
             entry.targets = (
                 searched
                 if searched is not None
-                else self._preemptor(set()).targets(workload, queue, assignment.contested, requests)
+                else self.preemptor_for(set()).targets(
+                    workload, queue, assignment.contested, requests
+                )
             )
         if entry.targets and not fits_on_nodes(
             self.placer, workload, assignment, {t.workload.key for t in entry.targets}
@@ -424,7 +426,9 @@ class Scheduler:
             requests = {
                 fr: amount for fr, amount in assignment.usage.items() if amount and fr[1] != "pods"
             }
-            targets = self._preemptor(set()).targets(smaller, queue, assignment.contested, requests)
+            targets = self.preemptor_for(set()).targets(
+                smaller, queue, assignment.contested, requests
+            )
             if targets:
                 return assignment, targets
         return None

@@ -360,3 +360,30 @@ def test_best_effort_head_that_cannot_fit_lets_the_one_behind_in() -> None:
     assert "reach and admit it" in result.message
     run_cycles(scheduler, until_stable=True)
     assert scheduler.workloads["default/small"].admission is not None
+
+
+def test_a_twin_of_equal_priority_and_age_is_protected_under_lower_or_newer_equal() -> None:
+    scheduler = scheduled(
+        [
+            gpus(
+                "twin",
+                "a",
+                4,
+                priority=5,
+                creationTime=10,
+                admittedAt=11,
+                admission={"main": {GPU: "h100"}},
+            ),
+            gpus("p", "a", 2, priority=5, creationTime=10),
+        ],
+        queue("a", 4, borrowingLimit=0)
+        | {"preemption": {"withinClusterQueue": "LowerOrNewerEqualPriority"}},
+    )
+    result = explain(scheduler, "default/p")
+    assert result.preemption["protected"] == [
+        {
+            "workload": "default/twin",
+            "cluster_queue": "a",
+            "why": "priority 5 is not lower than 5 and it is not newer",
+        }
+    ]
