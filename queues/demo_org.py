@@ -10,8 +10,9 @@ so every quota is whole GPUs with the CPU and memory that come with them.
 | platform       | platform | interactive-dev | 8 on-demand              | 8            |
 | urgent-release | (shared) | urgent-release  | 8 on-demand              | none         |
 
-Topology ``gpu-racks`` describes how the nodes nest (block, rack, host); no
-flavor names it by default (see ``TOPOLOGIES``). All four queues are in cohort
+Topology ``gpu-racks`` describes how the nodes nest (block, rack, host); the
+on-demand H100 flavor names it, so gangs there are placed node by node and
+can ask for one rack (see ``TOPOLOGIES``). All four queues are in cohort
 ``ai-shared``; nominal quotas add up to exactly 48 on-demand and 16 spot GPUs.
 Spot capacity belongs to the one queue class that runs on spot
 (``eval-batch``); the others refuse spot, so their queues hold on-demand quota
@@ -28,11 +29,8 @@ GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 SPOT_TAINT = {"key": "berth.dev/spot", "value": "true", "effect": "NoSchedule"}
 
 # How the simulated cluster's nodes nest (queues/simulation/nodes.py labels
-# them so): 4 nodes to a rack, 4 racks to a block. No demo flavor names it by
-# default: with h100-ondemand topology-aware, bench/estimates.py's "fits now:
-# yes" was right for only 75% of jobs (95% without), a defect still to find.
-# Once a flavor names a topology, Kueue freezes its topology_name, node labels
-# and tolerations.
+# them so): 4 nodes to a rack, 4 racks to a block. h100-ondemand names it;
+# Kueue then freezes that flavor's topology_name, node labels and tolerations.
 TOPOLOGIES: list[dict[str, Any]] = [
     {
         "name": "gpu-racks",
@@ -50,6 +48,7 @@ FLAVORS: list[dict[str, Any]] = [
             "berth.dev/capacity-type": "on-demand",
         },
         "capacity_type": "on-demand",
+        "topology_name": "gpu-racks",
     },
     {
         "name": "h100-spot",
