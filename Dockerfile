@@ -10,6 +10,7 @@ COPY controlplane controlplane
 COPY accounts accounts
 COPY queues queues
 COPY jobs jobs
+COPY cli cli
 COPY frontend frontend
 COPY manage.py ./
 # - Bytecode is compiled now: at run time the filesystem is read-only, so every

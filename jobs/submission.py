@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db.models import Max, Q
 
 from accounts.roles import is_platform_admin
+from berth_cli import durations
 from jobs import rules
 from jobs.cluster_state import current_policy
 from jobs.forecast import Candidate, kueue_pod_sets, never_fits, pod_sets_of
@@ -470,8 +471,8 @@ def _class_rules(
             FieldError(
                 "max_runtime_seconds",
                 "max-runtime-above-limit",
-                f"{rules.format_duration(runtime)} ({runtime} s) is more than queue class "
-                f"{class_name} allows ({rules.format_duration(limit)})",
+                f"{durations.format_duration(runtime)} ({runtime} s) is more than queue class "
+                f"{class_name} allows ({durations.format_duration(limit)})",
             )
         )
     retries = int(data.get("retries") or 0)

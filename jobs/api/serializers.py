@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from jobs import rules
+from berth_cli import durations
 from jobs.approvals.notify import request_url
 from jobs.models import ApprovalRequest, ApprovalState, JobKind, JobRequest, WorkloadEvent
 from queues.api.fields import KueueChoiceField, StrictSerializer
@@ -17,7 +17,7 @@ from queues.quantity import format_canonical
 @extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string", "example": "1h30m"}]})
 class DurationField(serializers.IntegerField):
     """Seconds, as a whole number or as text the ``berth`` CLI takes too:
-    ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` (``jobs.rules``)."""
+    ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` (``berth_cli.durations``)."""
 
     default_error_messages = {"duration": "{message}"}
 
@@ -25,7 +25,7 @@ class DurationField(serializers.IntegerField):
         # The limits in the units people type as well as in seconds.
         limits = {"min_value": "at least", "max_value": "at most"}
         messages = {
-            key: f"must be {word} {rules.format_duration(kwargs[key])} ({{{key}}} s)"
+            key: f"must be {word} {durations.format_duration(kwargs[key])} ({{{key}}} s)"
             for key, word in limits.items()
             if kwargs.get(key) is not None
         }
@@ -35,8 +35,8 @@ class DurationField(serializers.IntegerField):
     def to_internal_value(self, data: Any) -> int:
         if isinstance(data, str) and not data.strip().isdigit():
             try:
-                return rules.parse_duration(data)
-            except rules.DurationError as exc:
+                return durations.parse_duration(data)
+            except durations.DurationError as exc:
                 self.fail("duration", message=str(exc))
         return int(super().to_internal_value(data))
 

@@ -258,7 +258,7 @@ def test_refusals_from_the_api_are_one_line_each(
 
 
 def test_the_impact_summary_tells_reservations_from_running_work() -> None:
-    from jobs.cli.approvals import impact_text
+    from berth_cli.approvals import impact_text
 
     impact = {
         "gpu_hours_lost": 3.5,

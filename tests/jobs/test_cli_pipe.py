@@ -20,7 +20,7 @@ from tests.jobs.conftest import Org, job
 BERTH = Path(sys.executable).with_name("berth")
 ENTRY_POINTS = {
     "berth": [str(BERTH)],
-    "python -m jobs.cli": [sys.executable, "-m", "jobs.cli"],
+    "python -m berth_cli": [sys.executable, "-m", "berth_cli"],
 }
 SUBMIT = [
     "submit", "--dry-run", "--name", "piped", "--image", "reg.example.com/t:1",
@@ -79,7 +79,7 @@ def test_every_command_exits_quietly_when_its_reader_is_gone(
 
 
 def test_python_dash_m_behaves_the_same(environment: dict[str, str]) -> None:
-    code, err = run_into_a_closed_pipe([*ENTRY_POINTS["python -m jobs.cli"], "list"], environment)
+    code, err = run_into_a_closed_pipe([*ENTRY_POINTS["python -m berth_cli"], "list"], environment)
     assert (code, err) == (141, "")
 
 

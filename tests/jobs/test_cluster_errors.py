@@ -24,8 +24,8 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.html import escape
 
+import berth_cli as cli
 from accounts.services import create_token
-from jobs import cli
 from jobs.models import JobRequest, JobState
 from jobs.tasks import sweep_jobs
 from tests.envtest.cluster import EnvtestCluster

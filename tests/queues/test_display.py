@@ -97,7 +97,7 @@ def test_the_terminal_spelling_follows_the_same_rule(seconds: float, compact: st
 
 
 def test_the_cli_writes_durations_and_estimates_as_the_pages_do() -> None:
-    from jobs.cli.output import human_seconds, start_range
+    from berth_cli.output import human_seconds, start_range
 
     assert human_seconds(100_000) == "1d3h"  # the pages' "1 d 3 h"
     now = datetime.now(UTC).replace(microsecond=0)

@@ -1,10 +1,11 @@
 """``berth``: submit and follow training jobs from a laptop.
 
 The CLI talks only to Berth's REST API (``/api/v1/``) with a personal token,
-so it needs nothing but this package's Python dependencies: no Django, no
-cluster credentials. Everything here is the standard library plus PyYAML, and
-``jobs.rules`` for durations (pure, under the same import contract, so ``2h``
-reads the same here and in the API).
+so it needs nothing but the standard library: no Django, no cluster
+credentials, not even PyYAML (``yaml_text`` writes YAML). It is its own
+distribution (``cli/pyproject.toml``: ``pip install ./cli``); the server ships
+it too and uses its ``durations`` and ``text``, so ``2h`` and ``4m30s`` read
+the same on a laptop, on the pages and in the API.
 
 Where the API and the token come from, first match wins:
 
@@ -21,6 +22,6 @@ quietly, as ``cat`` or ``git`` would). Every failure is reported on stderr as
 
 from __future__ import annotations
 
-from jobs.cli.main import main
+from berth_cli.main import main
 
 __all__ = ["main"]

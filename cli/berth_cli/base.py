@@ -3,7 +3,7 @@
 import argparse
 
 # Pure (no Django): the one reading of durations, shared with the API.
-from jobs import rules
+from berth_cli import durations
 
 API_PREFIX = "/api/v1/"
 TIMEOUT_SECONDS = 30.0
@@ -34,10 +34,10 @@ class CliError(Exception):
 
 def parse_duration(text: str) -> int:
     """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d`` (or ``1h30m``): the
-    API's own reading (``jobs.rules``), as an argparse type."""
+    API's own reading (``berth_cli.durations``), as an argparse type."""
     try:
-        return rules.parse_duration(text)
-    except rules.DurationError as exc:
+        return durations.parse_duration(text)
+    except durations.DurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -6,12 +6,11 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
-from jobs.cli.base import ENDED, EXIT_OK, EXIT_USAGE, GPU, WAITING, CliError
-from jobs.cli.client import ApiError, Client
-from jobs.cli.config import load_config, save_config
-from jobs.cli.output import (
+from berth_cli import yaml_text
+from berth_cli.base import ENDED, EXIT_OK, EXIT_USAGE, GPU, WAITING, CliError
+from berth_cli.client import ApiError, Client
+from berth_cli.config import load_config, save_config
+from berth_cli.output import (
     age,
     emit,
     flavors_text,
@@ -127,7 +126,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.show_manifest:
         summary = dry_run_summary(answer) if args.dry_run else submitted_summary(answer)
         print("\n".join(f"# {line}".rstrip() for line in summary))
-        print(yaml.safe_dump_all(answer.get("manifest") or [], sort_keys=False).rstrip("\n"))
+        print(yaml_text.dump_all(answer.get("manifest") or []).rstrip("\n"))
     elif args.output != "table":
         emit(answer, args.output)
     else:

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from jobs.cli.approvals import add_approvals_parser
-from jobs.cli.base import (
+from berth_cli.approvals import add_approvals_parser
+from berth_cli.base import (
     API_PREFIX,
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -20,8 +20,8 @@ from jobs.cli.base import (
     _kind,
     parse_duration,
 )
-from jobs.cli.client import ApiError, api_failure
-from jobs.cli.commands import (
+from berth_cli.client import ApiError, api_failure
+from berth_cli.commands import (
     cmd_cancel,
     cmd_list,
     cmd_login,
@@ -51,10 +51,13 @@ class Parser(argparse.ArgumentParser):
 
 
 def _version() -> str:
-    try:
-        return importlib.metadata.version("berth")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    # Its own distribution on a laptop; part of the server's on the server.
+    for distribution in ("berth-cli", "berth"):
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
 
 
 def build_parser() -> Parser:

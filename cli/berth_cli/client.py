@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from http.client import HTTPException
 from typing import Any
 
-from jobs.cli.base import API_PREFIX, EXIT_USAGE, TIMEOUT_SECONDS, CliError
-from jobs.cli.config import normalise_url
+from berth_cli.base import API_PREFIX, EXIT_USAGE, TIMEOUT_SECONDS, CliError
+from berth_cli.config import normalise_url
 
 # --- HTTP --------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from jobs.cli.base import API_PREFIX, EXIT_USAGE, CliError
+from berth_cli.base import API_PREFIX, EXIT_USAGE, CliError
 
 # --- configuration -----------------------------------------------------------------
 

@@ -5,9 +5,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
-from queues import display
+from berth_cli import text, yaml_text
 
 # --- output ------------------------------------------------------------------------
 
@@ -16,7 +14,7 @@ def emit(data: Any, output: str) -> None:
     if output == "json":
         print(json.dumps(data, indent=2, sort_keys=False, default=str))
     else:
-        print(yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip("\n"))
+        print(yaml_text.dump(data).rstrip("\n"))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -40,19 +38,19 @@ def parse_time(value: Any) -> datetime | None:
 
 def format_time(value: Any) -> str:
     moment = parse_time(value)
-    return display.timestamp(moment, compact=True) if moment else "-"
+    return text.timestamp(moment, compact=True) if moment else "-"
 
 
 def human_seconds(seconds: float | None) -> str:
     """A duration by Berth's one rule, spelled for a terminal table: ``4m30s``."""
-    return "-" if seconds is None else display.duration(seconds, compact=True)
+    return "-" if seconds is None else text.duration(seconds, compact=True)
 
 
 def age(value: Any, now: datetime | None = None) -> str:
     moment = parse_time(value)
     if moment is None:
         return "-"
-    return display.relative(moment, now or datetime.now(UTC), compact=True)
+    return text.relative(moment, now or datetime.now(UTC), compact=True)
 
 
 def start_range(estimate: Any) -> str:
@@ -60,7 +58,7 @@ def start_range(estimate: Any) -> str:
     if not isinstance(estimate, dict):
         return "unknown"
     earliest, latest = parse_time(estimate.get("earliest")), parse_time(estimate.get("latest"))
-    return display.start_estimate(earliest, latest, datetime.now(UTC), compact=True)
+    return text.start_estimate(earliest, latest, datetime.now(UTC), compact=True)
 
 
 def flavors_text(flavors: Any) -> str:

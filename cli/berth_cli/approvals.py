@@ -5,10 +5,10 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.cli.base import EXIT_OK, EXIT_USAGE, CliError
-from jobs.cli.client import ApiError, Client
-from jobs.cli.commands import connect
-from jobs.cli.output import age, emit, format_time, human_seconds, parse_time, table
+from berth_cli.base import EXIT_OK, EXIT_USAGE, CliError
+from berth_cli.client import ApiError, Client
+from berth_cli.commands import connect
+from berth_cli.output import age, emit, format_time, human_seconds, parse_time, table
 
 STATES = ("pending", "approved", "rejected", "expired", "withdrawn")
 
