@@ -9,7 +9,10 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY controlplane controlplane
 COPY accounts accounts
 COPY queues queues
+COPY cluster cluster
 COPY jobs jobs
+COPY approvals approvals
+COPY whatif whatif
 COPY cli cli
 COPY frontend frontend
 COPY manage.py ./

@@ -71,7 +71,8 @@ def run(jobs: int, events: int, requests: int, show_queries: bool = False) -> No
     from rest_framework.test import APIClient
 
     from accounts.services import create_token
-    from jobs.models import JobRequest, WorkloadEvent
+    from cluster.models import WorkloadEvent
+    from jobs.models import JobRequest
 
     started = time.perf_counter()
     build(jobs, events)

@@ -39,7 +39,7 @@ def build(running: int, urgent: int) -> Any:
     from django.contrib.auth.models import Group
     from django.utils import timezone
 
-    from jobs.models import WorkloadRecord
+    from cluster.models import WorkloadRecord
     from queues.models import Team
 
     now = timezone.now()
@@ -104,9 +104,9 @@ def run(teams: int, running: int, urgent: int) -> None:
     from django.core import mail
     from django.utils import timezone
 
-    from jobs.approvals.controller import drive_approvals
-    from jobs.approvals.decide import decide
-    from jobs.models import ApprovalRequest
+    from approvals.controller import drive_approvals
+    from approvals.decide import decide
+    from approvals.models import ApprovalRequest
     from queues.backends.simulated import SimulatedBackend
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

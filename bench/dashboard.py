@@ -33,7 +33,7 @@ def build_history(jobs: int, events: int, seed: int = 11) -> None:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from jobs.models import (
+    from cluster.models import (
         BUCKET_FIELDS,
         CapacitySnapshot,
         PendingForecast,
@@ -146,7 +146,8 @@ def run(teams: int, jobs: int, events: int, requests: int) -> None:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from jobs.models import JobRequest, QueueSnapshot, WaitRollup, WorkloadEvent
+    from cluster.models import QueueSnapshot, WaitRollup, WorkloadEvent
+    from jobs.models import JobRequest
 
     started = time.perf_counter()
     build_org(teams)

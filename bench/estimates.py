@@ -116,11 +116,11 @@ def run(args: argparse.Namespace) -> None:
     from django.core.management import call_command
     from django.utils import timezone
 
-    from jobs.forecast import Candidate, forecast_existing, forecast_new, kueue_pod_sets
-    from jobs.forecast import pod_sets_of as engine_pod_sets
-    from jobs.models import EventType, WorkloadEvent, WorkloadRecord, WorkloadState
-    from jobs.snapshots import record_nodes
-    from jobs.sync import watch_workloads
+    from cluster.forecast import Candidate, forecast_existing, forecast_new, kueue_pod_sets
+    from cluster.forecast import pod_sets_of as engine_pod_sets
+    from cluster.models import EventType, WorkloadEvent, WorkloadRecord, WorkloadState
+    from cluster.snapshots import record_nodes
+    from cluster.sync import watch_workloads
     from queues.backends.base import TYPES
     from queues.backends.simulated import SimulatedBackend
     from queues.models import ReconcileRun
@@ -238,13 +238,13 @@ def _priority(priority_class: str | None) -> int:
 
 def _still(key: str) -> str:
     """What sync last saw of a workload that never started."""
-    from jobs.models import WorkloadRecord
+    from cluster.models import WorkloadRecord
 
     namespace, name = key.split("/", 1)
     row = WorkloadRecord.objects.filter(namespace=namespace, name=name).first()
     if row is None:
         return "not recorded"
-    from jobs.forecast import forecast_existing
+    from cluster.forecast import forecast_existing
 
     now = forecast_now()
     found = forecast_existing(key, now)

@@ -12,7 +12,7 @@ Prints the share admitted inside the range (one requeue delay of slack either
 side), the median and p90 error of the range's midpoint, how often "fits now"
 (both ends at the arrival) was right, and how often no start was foreseen.
 Later arrivals are not known to the estimate; as Berth does on a cluster
-(``jobs.cluster_state.expected_arrivals``), the latest end assumes the past
+(``cluster.state.expected_arrivals``), the latest end assumes the past
 hour's arrivals come again (``--no-arrivals``: assume none). Prints figures;
 asserts nothing.
 """

@@ -21,14 +21,8 @@ def bulk_jobs(queues: list[Any], member: Any, jobs: int, events: int, seed: int 
     from django.db import connection
     from django.utils import timezone
 
-    from jobs.models import (
-        EventType,
-        JobRequest,
-        JobState,
-        WorkloadEvent,
-        WorkloadRecord,
-        WorkloadState,
-    )
+    from cluster.models import EventType, WorkloadEvent, WorkloadRecord, WorkloadState
+    from jobs.models import JobRequest, JobState
 
     rng = random.Random(seed)
     now = timezone.now()

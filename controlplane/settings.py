@@ -176,8 +176,13 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "accounts",
     "queues",
+    "cluster",
     "jobs",
+    "approvals",
+    "whatif",
     "frontend",
+    # Last: its embedded loop and run_embedded command drive every app above.
+    "controlplane",
 ]
 
 MIDDLEWARE = [
@@ -290,7 +295,7 @@ SPECTACULAR_SETTINGS = {
         )
     }
     | {name: f"jobs.models.requests.{name}" for name in ("JobKind", "JobState")}
-    | {name: f"jobs.models.approvals.{name}" for name in ("ApprovalState", "ApprovalAction")},
+    | {name: f"approvals.models.{name}" for name in ("ApprovalState", "ApprovalAction")},
 }
 
 # Celery. No broker configured means embedded: tasks run in-process, eagerly.

@@ -5,8 +5,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from cluster.metrics import metrics_view
 from controlplane import health
-from jobs.metrics import metrics_view
 
 admin.site.site_header = "Berth administration"
 admin.site.site_title = "Berth"
@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/v1/", include("queues.api.urls")),
     path("api/v1/", include("accounts.api.urls")),
     path("api/v1/", include("jobs.api.urls")),
+    path("api/v1/", include("approvals.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api-auth/", include("rest_framework.urls")),

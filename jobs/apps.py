@@ -4,7 +4,12 @@ from django.apps import AppConfig
 
 
 class JobsConfig(AppConfig):
-    """Job requests, workload tracking and approvals (built by later issues)."""
+    """Job requests: submission, manifests, validation, placement, lifecycle."""
 
     name = "jobs"
     verbose_name = "Jobs"
+
+    def ready(self) -> None:
+        # Registers its Celery tasks in every process (web too): services
+        # queue them by name (queues.deferred).
+        from jobs import tasks  # noqa: F401

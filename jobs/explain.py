@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.forecast import (
+from cluster.forecast import (
     Candidate,
     forecast_existing,
     forecast_new,

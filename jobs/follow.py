@@ -15,16 +15,9 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import (
-    ApprovalRequest,
-    ApprovalState,
-    EventType,
-    JobRequest,
-    JobState,
-    WorkloadEvent,
-    WorkloadRecord,
-    WorkloadState,
-)
+from approvals.models import ApprovalRequest, ApprovalState
+from cluster.models import EventType, WorkloadEvent, WorkloadRecord, WorkloadState
+from jobs.models import JobRequest, JobState
 from jobs.models.requests import TERMINAL_STATES
 from queues.backends.base import TYPES, BackendError, ClusterBackend
 from queues.display import kueue_text

@@ -7,7 +7,9 @@ from typing import Any
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
 
 from accounts.roles import is_platform_admin
-from jobs.models import ApprovalEvent, JobRequest, QueueSnapshot, WorkloadRecord, WorkloadState
+from approvals.models import ApprovalEvent
+from cluster.models import QueueSnapshot, WorkloadRecord, WorkloadState
+from jobs.models import JobRequest
 from queues.selectors import team_ids_of
 
 GPU = "nvidia.com/gpu"

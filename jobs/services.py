@@ -21,14 +21,20 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from jobs.forecast import Forecast, forecast_new
+from cluster.forecast import Forecast, forecast_new
 from jobs.models import JobRequest, JobState
 from jobs.submission import prepare
 from queues.backends.base import TYPES, BackendError, ClusterBackend
+from queues.deferred import after_commit
 from queues.errors import FieldError, PolicyConflict, PolicyInvalid
 
 log = logging.getLogger(__name__)
 REQUEST_ANNOTATION = "berth.dev/job-request"
+# Queued by name after the commit (``jobs.tasks`` imports this module). If
+# queueing fails, the request still answers what it did (201 for a submit, 202
+# for a cancel) and the sweeper (``jobs.tasks.sweep_jobs``) queues it again.
+CREATE_JOB = "jobs.tasks.create_job"
+DELETE_JOB = "jobs.tasks.delete_job"
 
 
 def dry_run(actor: Any, data: dict[str, Any]) -> dict[str, Any]:
@@ -78,27 +84,11 @@ def submit(actor: Any, data: dict[str, Any]) -> JobRequest:
                 )
             ]
         ) from None
-    from jobs.tasks import create_job
-
-    transaction.on_commit(lambda: enqueue(create_job, job.pk))
+    after_commit(CREATE_JOB, job.pk, stored=f"job {job.pk}: stored")
     # In the embedded mode the create has run by now (eagerly, in this request):
     # answer with what it did.
     job.refresh_from_db()
     return job
-
-
-def enqueue(task: Any, job_id: int) -> None:
-    """Queue a job's create or delete once its request is committed. The intent
-    is stored whatever happens here: a broker that is down, or (in the embedded
-    mode, where the task runs right here) a task that fails, is logged, and the
-    sweeper (``jobs.tasks.sweep_jobs``) queues it again; the request still
-    answers what it did (201 for a submit, 202 for a cancel)."""
-    try:
-        task.delay(job_id)
-    except Exception:
-        log.exception(
-            "job %s: stored, but %s could not be run now; the sweeper retries it", job_id, task.name
-        )
 
 
 def _tagged(obj: dict[str, Any], job_id: int) -> dict[str, Any]:
@@ -126,9 +116,7 @@ def cancel(actor: Any, job: JobRequest) -> JobRequest:
         if job.state == JobState.CANCELLING:
             return job
         raise PolicyConflict(f"job {job.name} changed meanwhile ({job.state}); retry", "stale")
-    from jobs.tasks import delete_job
-
-    transaction.on_commit(lambda: enqueue(delete_job, job.pk))
+    after_commit(DELETE_JOB, job.pk, stored=f"job {job.pk}: cancelled")
     job.refresh_from_db()
     return job
 
@@ -256,9 +244,7 @@ def _created(job: JobRequest, obj: dict[str, Any]) -> None:
     if not moved:
         # Cancelled while being created: its delete may have found nothing yet,
         # so delete again now that the object exists.
-        from jobs.tasks import delete_job
-
-        transaction.on_commit(lambda: enqueue(delete_job, job.pk))
+        after_commit(DELETE_JOB, job.pk, stored=f"job {job.pk}: cancelled")
 
 
 def _reject(job: JobRequest, reason: str, message: str) -> None:

@@ -14,13 +14,14 @@ from django.db.models import Max, Q
 
 from accounts.roles import is_platform_admin
 from berth_cli import durations
-from jobs import rules
-from jobs.cluster_state import current_policy
-from jobs.forecast import Candidate, kueue_pod_sets, never_fits, pod_sets_of
-from jobs.models import CapacitySnapshot, JobRequest, JobState
+from cluster.forecast import Candidate, kueue_pod_sets, never_fits, pod_sets_of
+from cluster.models import CapacitySnapshot
+from cluster.state import current_policy
+from jobs import validation as rules
+from jobs.manifests import JOB_KINDS, JobSpec, render_job
+from jobs.models import JobRequest, JobState
 from jobs.models.requests import TERMINAL_STATES
 from jobs.placement import FlavorShape, Placement, RenderError, placement_for
-from jobs.render import JOB_KINDS, JobSpec, render_job
 from queues.choices import CapacityType
 from queues.errors import FieldError, PolicyInvalid
 from queues.models import (

@@ -1,5 +1,5 @@
 """Job durations as people type them: ``90``, ``90s``, ``15m``, ``2h``,
-``1d``, ``1h30m``. One reading for the API (``jobs.rules``) and the CLI.
+``1d``, ``1h30m``. One reading for the API (``jobs.validation``) and the CLI.
 
 Standard library only: this package installs on laptops without the server.
 """

@@ -4,10 +4,10 @@ request's page (its impact preview, audit trail and, for someone who may
 decide it, the Approve and Reject forms) and the audit history with a CSV
 export.
 
-Who sees and decides what is ``jobs.approvals.access``'s business: a request
+Who sees and decides what is ``approvals.access``'s business: a request
 outside ``visible_to(user)`` does not exist (404), and the approvals pages
 exist only for an approver, a platform admin, or someone with a request to
-follow. The forms go through ``jobs.approvals.decide``, which refuses without
+follow. The forms go through ``approvals.decide``, which refuses without
 changing anything or decides once; the page only says what happened.
 """
 
@@ -27,18 +27,18 @@ from django.utils.dateparse import parse_datetime
 
 from accounts.models import AccessDenial
 from accounts.services import record_access_denial
-from frontend.views.common import hidden, page, paginate, query_without
-from jobs import selectors as job_selectors
-from jobs.approvals.access import (
+from approvals.access import (
     NotAllowed,
     check_may_decide,
     decidable_now,
     is_approver_anywhere,
     visible_to,
 )
-from jobs.approvals.decide import AlreadyDecided, decide
-from jobs.approvals.history import history_events, history_rows, write_csv
-from jobs.models import ApprovalRequest, ApprovalState
+from approvals.decide import AlreadyDecided, decide
+from approvals.history import history_events, history_rows, write_csv
+from approvals.models import ApprovalRequest, ApprovalState
+from frontend.views.common import hidden, page, paginate, query_without
+from jobs import selectors as job_selectors
 from queues.errors import FieldError, PolicyInvalid
 
 RECENT = 20  # decided requests on the inbox's first tab

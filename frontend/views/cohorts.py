@@ -10,9 +10,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from cluster import stats
 from frontend import charts
 from frontend.views.common import page
-from jobs import stats
 from queues.models import ClusterQueue, Cohort
 
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}

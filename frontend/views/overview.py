@@ -11,12 +11,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from cluster import stats
+from cluster.models import SyncStepName
+from cluster.sync_steps import health
 from frontend import charts
 from frontend.views.approvals import summary_for
 from frontend.views.common import page, visible_team_ids
-from jobs import stats
-from jobs.models import JobState, SyncStepName
-from jobs.sync_steps import health
+from jobs.models import JobState
 from queues.models import DriftRecord, ReconcileRun
 
 # A step that has not run for this many sync intervals is late (beat or the

@@ -11,11 +11,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 
+from cluster import stats
+from cluster.models import EventType, PendingForecast, WorkloadEvent
 from frontend import charts
 from frontend.views.common import page, paginate, query_without, sorted_rows
 from jobs import selectors as job_selectors
-from jobs import stats
-from jobs.models import EventType, PendingForecast, WorkloadEvent
 from queues.kueue.render import to_yaml_documents
 from queues.models import ClusterQueue
 from queues.reconcile import desired_objects, policy_version

@@ -1,5 +1,5 @@
 """A team's home: its quotas and use, what it can borrow now and from whom
-(``jobs.borrowing``),
+(``cluster.borrowing``),
 its jobs, a submit form with the API's checks and a dry-run preview, and the
 member's API tokens. Another team's page does not exist for a non-member."""
 
@@ -13,13 +13,14 @@ from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
+from cluster import stats
+from cluster.borrowing import borrowing_now
+from cluster.models import TeamUsageSnapshot
 from frontend.views.common import page, visible_team_ids
 from jobs import selectors as job_selectors
 from jobs import services as job_services
-from jobs import stats
 from jobs.api.serializers import JobSubmitSerializer
-from jobs.borrowing import borrowing_now
-from jobs.models import JobRequest, TeamUsageSnapshot
+from jobs.models import JobRequest
 from jobs.models.requests import TERMINAL_STATES
 from queues.display import duration
 from queues.errors import FieldError, PolicyInvalid

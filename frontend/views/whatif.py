@@ -17,9 +17,9 @@ from accounts.roles import is_platform_admin
 from frontend import charts
 from frontend.templatetags.berth import duration
 from frontend.views.common import page
-from jobs import whatif
-from jobs.models import WhatIfRun, WhatIfSource, WhatIfState
 from queues.errors import FieldError, PolicyInvalid
+from whatif import service as whatif
+from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
 
 BLANK_ROWS = 4  # change rows a fresh form offers
 MAX_ROWS = 50

@@ -7,8 +7,8 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 
+from cluster.models import WorkloadState
 from frontend.views.common import page, paginate, query_without
-from jobs.models import WorkloadState
 from jobs.selectors import LIVE_WORKLOAD_STATES, submitted_through_berth, workloads_for
 
 ORIGINS = {"berth": "submitted through Berth", "other": "created some other way"}

@@ -7,9 +7,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.models import ApprovalRequest, ApprovalState
+from approvals.notify import request_url
 from berth_cli import durations
-from jobs.approvals.notify import request_url
-from jobs.models import ApprovalRequest, ApprovalState, JobKind, JobRequest, WorkloadEvent
+from cluster.models import WorkloadEvent
+from jobs.models import JobKind, JobRequest
 from queues.api.fields import KueueChoiceField, StrictSerializer
 from queues.quantity import format_canonical
 

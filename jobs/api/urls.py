@@ -2,13 +2,12 @@ from __future__ import annotations
 
 from rest_framework.routers import DefaultRouter
 
-from jobs.api import approvals, queues, views
+from jobs.api import queues, views
 
 # The trailing slash is optional: `jobs/7/explain` as well as `jobs/7/explain/`.
 router = DefaultRouter()
 router.trailing_slash = "/?"
 router.register("jobs/queues", queues.SubmitQueueViewSet, basename="submit-queue")
 router.register("jobs", views.JobViewSet, basename="job")
-router.register("approvals", approvals.ApprovalViewSet, basename="approval")
 
 urlpatterns = router.urls

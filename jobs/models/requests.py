@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from jobs.models.workloads import WorkloadRecord
+from cluster.models.workloads import WorkloadRecord
 from queues.models import Team
 
 

@@ -50,7 +50,7 @@ TYPES: dict[str, ResourceType] = {
         ResourceType("Service", "", "v1", "services", True, True),
         # Kueue's manager configuration: written on the simulated cluster only.
         ResourceType("ConfigMap", "", "v1", "configmaps", True),
-        # The job kinds Berth creates (jobs.render) and the simulated cluster runs.
+        # The job kinds Berth creates (jobs.manifests) and the simulated cluster runs.
         ResourceType("Job", "batch", "v1", "jobs", True, True),
         ResourceType("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True, True),
         ResourceType("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", True, True),

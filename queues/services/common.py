@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from django.db import connection, models, transaction
 
 from queues.choices import ChangeAction
+from queues.deferred import send
 from queues.errors import FieldError, PolicyConflict
 from queues.models import PolicyChange
 
@@ -50,12 +51,7 @@ def _request_reconcile() -> None:
 
     if not settings.BERTH_RECONCILE_ON_CHANGE:
         return
-    from queues.tasks import reconcile_policy
-
-    try:
-        reconcile_policy.delay("policy-change")
-    except Exception:
-        log.exception("policy stored, but its reconcile could not be started")
+    send("queues.tasks.reconcile_policy", "policy-change", stored="policy stored")
 
 
 def record_change(

@@ -1,5 +1,5 @@
 """Driving the simulated cluster: one ``step`` is Kueue's work since the last
-step plus the demo load. The embedded loop (jobs.embedded) and, with a broker,
+step plus the demo load. The embedded loop (controlplane.embedded) and, with a broker,
 Celery beat both call it."""
 
 from __future__ import annotations

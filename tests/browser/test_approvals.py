@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from jobs.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
+from approvals.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
 from queues.models import Team
 from tests import factories
 from tests.browser.conftest import Guard, login, screenshot

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Browser, Page
 
-from jobs.models import CapacitySnapshot
+from cluster.models import CapacitySnapshot
 from tests import factories
 from tests.browser.conftest import VIEWPORT, login
 

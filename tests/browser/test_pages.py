@@ -18,8 +18,9 @@ from django.utils import timezone
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect
 
+from cluster.models import CapacitySnapshot, QueueSnapshot
 from jobs import services as job_services
-from jobs.models import CapacitySnapshot, JobRequest, QueueSnapshot
+from jobs.models import JobRequest
 from queues import services
 from queues.models import (
     Team,

@@ -28,8 +28,8 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import Page, expect
 
+from controlplane.embedded import EmbeddedLoop
 from jobs import services as job_services
-from jobs.embedded import EmbeddedLoop
 from queues.models import SimulatedClock
 from queues.simulation.runner import MAX_LOAD_GAP
 from tests.browser.conftest import Guard, login

@@ -100,8 +100,8 @@ def test_healthz_reports_the_database(db: Any) -> None:
 
 
 def test_home_shows_the_cluster_after_a_reconcile_and_a_sync(users: dict[str, Any]) -> None:
-    from jobs.snapshots import snapshot_cluster
-    from jobs.sync import sync_workloads
+    from cluster.snapshots import snapshot_cluster
+    from cluster.sync import sync_workloads
     from queues.backends.simulated import SimulatedBackend
     from queues.reconcile import reconcile
     from queues.simulation.kueue import SimulatedKueue

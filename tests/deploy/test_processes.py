@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs.models import WorkloadRecord
+from cluster.models import WorkloadRecord
 from tests.database import worker_database_url
 from tests.deploy.manifests import Built, argv, build, expand, main_container
 from tests.deploy.runtime import (

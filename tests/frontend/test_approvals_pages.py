@@ -18,8 +18,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from jobs.approvals.history import CSV_COLUMNS, history_events
-from jobs.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
+from approvals.history import CSV_COLUMNS, history_events
+from approvals.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
 from queues import services
 from queues.models import Team
 from tests.factories import user

@@ -10,16 +10,16 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from jobs.models import (
+from cluster.models import (
     BUCKET_FIELDS,
     CapacitySnapshot,
-    JobRequest,
     PreemptionRollup,
     QueueSnapshot,
     QueueStatus,
     WaitRollup,
 )
-from jobs.rollups import bucket_of
+from cluster.rollups import bucket_of
+from jobs.models import JobRequest
 from tests.jobs.conftest import Org, job, org
 
 __all__ = ["org"]
@@ -201,7 +201,7 @@ def test_the_team_form_previews_submits_and_refuses_like_the_api(org: Org) -> No
 
 
 def test_the_cohort_page_shows_the_tree_the_balance_sheet_and_shares(org: Org) -> None:
-    from jobs.models import BorrowingRollup, FairShareRollup
+    from cluster.models import BorrowingRollup, FairShareRollup
 
     hour = timezone.now().replace(minute=0, second=0, microsecond=0)
     BorrowingRollup.objects.create(
@@ -231,7 +231,7 @@ def test_the_cohort_page_shows_the_tree_the_balance_sheet_and_shares(org: Org) -
 
 
 def test_the_team_page_shows_its_gpus_allocated_and_busy(org: Org) -> None:
-    from jobs.models import TeamUsageSnapshot
+    from cluster.models import TeamUsageSnapshot
     from queues.models import Team
 
     TeamUsageSnapshot.objects.create(

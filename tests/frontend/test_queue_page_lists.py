@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.test import Client
 from django.utils import timezone
 
-from jobs.models import PendingForecast, WorkloadRecord
+from cluster.models import PendingForecast, WorkloadRecord
 from tests.jobs.conftest import Org, org
 
 __all__ = ["org"]

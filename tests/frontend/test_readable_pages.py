@@ -9,7 +9,8 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
-from jobs.models import JobRequest, PendingForecast, WorkloadEvent, WorkloadRecord
+from cluster.models import PendingForecast, WorkloadEvent, WorkloadRecord
+from jobs.models import JobRequest
 from tests.jobs.conftest import Org, job, org
 
 __all__ = ["org"]

@@ -12,8 +12,9 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
-from jobs.models import JobRequest, JobState, SyncStepHealth, SyncStepName
-from jobs.sync_steps import record
+from cluster.models import SyncStepHealth, SyncStepName
+from cluster.sync_steps import record
+from jobs.models import JobRequest, JobState
 from tests.jobs.conftest import Org, job, org
 
 __all__ = ["org"]

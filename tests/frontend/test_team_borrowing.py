@@ -10,7 +10,7 @@ from datetime import timedelta
 from django.test import Client
 from django.utils import timezone
 
-from jobs.models import QueueSnapshot
+from cluster.models import QueueSnapshot
 from tests.factories import cluster_queue
 from tests.jobs.conftest import Org, gpus, org
 

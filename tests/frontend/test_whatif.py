@@ -18,11 +18,11 @@ from django.urls import path
 
 from controlplane import urls as site_urls
 from frontend.views import whatif as views
-from jobs import whatif
-from jobs.models import WhatIfRun, WhatIfSource, WhatIfState
 from queues.display import duration
 from tests.jobs.conftest import GPU, Org, org
 from tests.jobs.test_whatif_task import SCENARIO, congested, raise_research
+from whatif import service as whatif
+from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
 
 __all__ = ["congested", "org"]
 HOUR = 3600

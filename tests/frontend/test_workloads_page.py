@@ -9,7 +9,8 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
-from jobs.models import JobRequest, QueueStatus, WorkloadRecord
+from cluster.models import QueueStatus, WorkloadRecord
+from jobs.models import JobRequest
 from queues.models import Team
 from tests.jobs.conftest import Org, job, org
 

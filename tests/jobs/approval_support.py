@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from accounts.roles import APPROVERS_GROUP
-from jobs.models import ApprovalRequest
+from approvals.models import ApprovalRequest
 from queues import services
 from queues.models import Team
 from tests.factories import user

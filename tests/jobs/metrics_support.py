@@ -13,7 +13,7 @@ from typing import Any
 
 from django.test import Client
 
-from jobs.exposition import CONTENT_TYPE
+from cluster.exposition import CONTENT_TYPE
 
 URL = "/metrics"
 ODD_REASON = 'Said "no" \\ then\nleft'

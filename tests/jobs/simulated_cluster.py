@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster.sync import sync_workloads
 from jobs.follow import follow_jobs
 from jobs.services import create_on_cluster
-from jobs.sync import sync_workloads
 from queues.backends.simulated import SimulatedBackend
 from queues.models import ReconcileRun
 from queues.reconcile import reconcile

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from jobs.approvals.access import (
+from approvals.access import (
     NotAllowed,
     approvers_for,
     decidable_by,
     decidable_now,
     visible_to,
 )
-from jobs.approvals.decide import AlreadyDecided, decide
-from jobs.models import ApprovalEvent, ApprovalRequest, ApprovalState
+from approvals.decide import AlreadyDecided, decide
+from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalState
 from queues.errors import PolicyInvalid
 from tests.celery_broker import wait_until
 from tests.jobs.approval_support import approval_request, approvers
@@ -197,7 +197,7 @@ def test_a_decision_racing_the_expiry_at_the_deadline_loses(people: dict[str, An
 
     from django.utils import timezone
 
-    from jobs.approvals.decide import expire
+    from approvals.decide import expire
 
     request = approval_request(people["alice"], expires_at=timezone.now() + timedelta(seconds=2))
     outcome: dict[str, Any] = {}

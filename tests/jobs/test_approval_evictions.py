@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from jobs.approvals.controller import drive_approvals
-from jobs.approvals.decide import decide
-from jobs.models import ApprovalAction, ApprovalRequest, ApprovalState, JobState
+from approvals.controller import drive_approvals
+from approvals.decide import decide
+from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
+from jobs.models import JobState
 from tests.jobs.approval_support import approvers
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import Cluster
@@ -91,7 +92,7 @@ def test_a_workload_evicted_before_anyone_decides_is_asked_again(
     again = ApprovalRequest.objects.get(job_id=job_id, attempt=2)
     assert again.state == ApprovalState.PENDING and again.reserved_at != request.reserved_at
     # A decision on the old request is refused: it no longer answers anything.
-    from jobs.approvals.decide import AlreadyDecided
+    from approvals.decide import AlreadyDecided
 
     with pytest.raises(AlreadyDecided):
         decide(people["carol"], request.pk, approve=True)

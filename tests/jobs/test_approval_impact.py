@@ -11,9 +11,11 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs.approvals.controller import drive_approvals
-from jobs.approvals.impact import impact_preview
-from jobs.models import ApprovalRequest, JobRequest, JobState, WorkloadRecord
+from approvals.controller import drive_approvals
+from approvals.impact import impact_preview
+from approvals.models import ApprovalRequest
+from cluster.models import WorkloadRecord
+from jobs.models import JobRequest, JobState
 from queues.models import Team
 from tests.jobs.approval_support import approvers
 from tests.jobs.conftest import Org

@@ -9,7 +9,7 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
-from jobs.models import ApprovalState
+from approvals.models import ApprovalState
 from tests.jobs.approval_support import approval_request
 from tests.jobs.conftest import Org
 from tests.jobs.metrics_support import one, scrape

@@ -14,9 +14,9 @@ import pytest
 from django.core import mail
 from django.db import connection
 
-from jobs.approvals.controller import PASS_LOCK, drive_approvals
-from jobs.approvals.notify import notify_approvers
-from jobs.models import ApprovalAction
+from approvals.controller import PASS_LOCK, drive_approvals
+from approvals.models import ApprovalAction
+from approvals.notify import notify_approvers
 from queues.backends.simulated import SimulatedBackend
 from queues.locks import try_lock
 from tests.jobs.approval_support import approval_request, approvers

@@ -17,9 +17,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobs.approvals.impact import impact_preview
-from jobs.approvals.status import CHECK_NAME
-from jobs.models import EventType, WorkloadEvent, WorkloadRecord
+from approvals.impact import impact_preview
+from approvals.status import CHECK_NAME
+from cluster.models import EventType, WorkloadEvent, WorkloadRecord
 from queues.models import Team
 from tests.jobs.approval_support import approval_request
 from tests.jobs.conftest import Org

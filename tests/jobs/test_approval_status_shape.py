@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from jobs.approvals.status import (
+from approvals.status import (
     CHECK_NAME,
     CHECK_STATES,
     MAX_CHECKS,

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from django.core import mail
 
-from jobs.approvals.controller import drive_approvals
-from jobs.approvals.notify import notify_approvers
-from jobs.models import ApprovalAction, ApprovalRequest, ApprovalState, JobRequest, JobState
+from approvals.controller import drive_approvals
+from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
+from approvals.notify import notify_approvers
+from jobs.models import JobRequest, JobState
 from tests.factories import user
 from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org

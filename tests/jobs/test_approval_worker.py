@@ -9,10 +9,10 @@ import time
 import pytest
 from celery.contrib.testing.worker import start_worker
 
+from approvals.controller import drive_approvals
+from approvals.decide import decide
+from approvals.models import ApprovalAction, ApprovalRequest
 from controlplane.celery import app
-from jobs.approvals.controller import drive_approvals
-from jobs.approvals.decide import decide
-from jobs.models import ApprovalAction, ApprovalRequest
 from queues.models import SimulatedEvent
 from tests.celery_broker import redis_queue, wait_until
 from tests.jobs.approval_support import approval_request, approvers

@@ -16,9 +16,9 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs.api.approvals import HistoryRowSerializer
-from jobs.approvals.history import CSV_COLUMNS
-from jobs.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
+from approvals.api import HistoryRowSerializer
+from approvals.history import CSV_COLUMNS
+from approvals.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
 from queues import services
 from queues.models import Team
 from tests.factories import token_client, user

@@ -12,16 +12,11 @@ from typing import Any
 import pytest
 from django.core import mail
 
-from jobs.approvals.controller import drive_approvals
-from jobs.approvals.decide import decide
-from jobs.approvals.status import CHECK_NAME, check_of
-from jobs.models import (
-    ApprovalAction,
-    ApprovalRequest,
-    ApprovalState,
-    JobRequest,
-    JobState,
-)
+from approvals.controller import drive_approvals
+from approvals.decide import decide
+from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
+from approvals.status import CHECK_NAME, check_of
+from jobs.models import JobRequest, JobState
 from queues.backends.base import TYPES
 from tests.jobs.approval_support import approvers
 from tests.jobs.conftest import Org

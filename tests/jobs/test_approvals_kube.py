@@ -30,21 +30,15 @@ import yaml
 from django.utils import timezone
 from kubernetes import client
 
-from jobs.approvals.apply import keep_check_active
-from jobs.approvals.controller import drive_approvals
-from jobs.approvals.decide import decide
-from jobs.approvals.status import CHECK_NAME, CONTROLLER_NAME, rfc3339
+from approvals.apply import keep_check_active
+from approvals.controller import drive_approvals
+from approvals.decide import decide
+from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
+from approvals.status import CHECK_NAME, CONTROLLER_NAME, rfc3339
+from cluster.models import WorkloadRecord, WorkloadState
+from cluster.sync import sync_workloads
 from jobs.follow import follow_jobs
-from jobs.models import (
-    ApprovalAction,
-    ApprovalRequest,
-    ApprovalState,
-    JobRequest,
-    JobState,
-    WorkloadRecord,
-    WorkloadState,
-)
-from jobs.sync import sync_workloads
+from jobs.models import JobRequest, JobState
 from queues.backends import get_backend
 from queues.backends.kubernetes import KubernetesBackend
 from queues.models import ReconcileRun

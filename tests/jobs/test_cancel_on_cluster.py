@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs.models import EventType, JobRequest, JobState, WorkloadRecord, WorkloadState
+from cluster.models import EventType, WorkloadRecord, WorkloadState
+from jobs.models import JobRequest, JobState
 from queues.backends.base import TYPES
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import URL, Cluster

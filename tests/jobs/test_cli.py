@@ -21,9 +21,9 @@ import yaml
 import berth_cli as cli
 from accounts.services import create_token
 from berth_cli import base, commands
+from cluster.sync import sync_workloads
 from jobs.follow import follow_jobs
 from jobs.models import JobRequest, JobState
-from jobs.sync import sync_workloads
 from queues.backends.simulated import SimulatedBackend
 from queues.models import ReconcileRun
 from queues.reconcile import reconcile

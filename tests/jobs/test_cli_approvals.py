@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.services import create_token
-from jobs.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
+from approvals.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
 from queues.models import Team
 from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org

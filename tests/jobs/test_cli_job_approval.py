@@ -201,7 +201,7 @@ def test_against_the_real_approval_field(
     alice: Berth, org: Org, live_server: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
     """No pass-through: Berth's own detail, with a real approval request."""
-    from jobs.models import ApprovalState
+    from approvals.models import ApprovalState
     from tests.jobs.approval_support import approval_request
 
     monkeypatch.setenv("BERTH_URL", live_server.url)

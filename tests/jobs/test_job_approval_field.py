@@ -14,9 +14,9 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs.approvals.controller import drive_approvals
-from jobs.approvals.decide import decide
-from jobs.models import ApprovalRequest
+from approvals.controller import drive_approvals
+from approvals.decide import decide
+from approvals.models import ApprovalRequest
 from tests.jobs.approval_support import approvers
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import URL, Cluster

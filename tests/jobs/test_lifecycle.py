@@ -9,9 +9,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from cluster.models import EventType, WorkloadRecord, WorkloadState
+from cluster.sync import sync_workloads
 from jobs.follow import follow_jobs
-from jobs.models import EventType, JobRequest, JobState, WorkloadRecord, WorkloadState
-from jobs.sync import sync_workloads
+from jobs.models import JobRequest, JobState
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import URL, Cluster
 

@@ -16,18 +16,17 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from jobs.models import (
+from cluster.models import (
     BUCKET_FIELDS,
     WAIT_BUCKETS,
     CapacitySnapshot,
-    JobRequest,
-    JobState,
     PreemptionRollup,
     QueueSnapshot,
     QueueStatus,
     WaitRollup,
     WorkloadRecord,
 )
+from jobs.models import JobRequest, JobState
 from queues.models import DriftRecord, PolicyChange, ReconcileRun
 from tests.jobs.conftest import Org, job
 from tests.jobs.metrics_support import ODD_REASON, URL, one, parse, scrape, values

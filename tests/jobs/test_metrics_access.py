@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from accounts.models import AccessDenial
-from jobs.exposition import CONTENT_TYPE
+from cluster.exposition import CONTENT_TYPE
 from tests.controlplane.test_startup import clean_env, run
 from tests.factories import user
 from tests.jobs.conftest import Org

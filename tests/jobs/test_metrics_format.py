@@ -1,4 +1,4 @@
-"""The Prometheus text format as jobs.metrics writes it, without a database:
+"""The Prometheus text format as cluster.metrics writes it, without a database:
 label values and help text escaped, values spelt the format's way, histogram
 buckets cumulative and ending at +Inf, metric and label names checked, and
 output sorted whatever order the metrics and samples come in. The parser the
@@ -11,14 +11,14 @@ import random
 
 import pytest
 
-from jobs.exposition import (
+from cluster.exposition import (
     Metric,
     escape_label_value,
     format_value,
     histogram_samples,
     render,
 )
-from jobs.models import WAIT_BUCKETS
+from cluster.models import WAIT_BUCKETS
 from tests.jobs.metrics_support import ODD_REASON, one, parse, values
 
 

@@ -27,12 +27,13 @@ from django.utils import timezone
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from jobs.approvals.controller import drive_approvals
-from jobs.approvals.decide import decide
-from jobs.approvals.status import CHECK_NAME, rfc3339
-from jobs.models import ApprovalRequest, JobRequest, JobState
-from jobs.sync import sync_workloads, watch_workloads
-from jobs.tasks import sync_cluster
+from approvals.controller import drive_approvals
+from approvals.decide import decide
+from approvals.models import ApprovalRequest
+from approvals.status import CHECK_NAME, rfc3339
+from cluster.sync import sync_workloads, watch_workloads
+from cluster.tasks import sync_cluster
+from jobs.models import JobRequest, JobState
 from queues import services
 from queues.backends import get_backend
 from queues.backends.base import ClusterBackend

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from jobs.forecast import Candidate, forecast_new
+from cluster.forecast import Candidate, forecast_new
+from cluster.models import WorkloadState as W
+from cluster.runtimes import Runtimes, quantile, recorded_runtimes
 from jobs.models import JobRequest
-from jobs.models import WorkloadState as W
-from jobs.runtimes import Runtimes, quantile, recorded_runtimes
 from queues.models import Team
 from tests.jobs.conftest import GPU, Org, org
 from tests.jobs.test_whatif_task import recorded
@@ -142,7 +142,7 @@ def test_declared_runtimes_are_played_at_the_simulated_clusters_speed(
 
 
 def test_the_last_hours_arrivals_are_expected_again_in_the_next(org: Org) -> None:
-    from jobs.cluster_state import cluster_state
+    from cluster.state import cluster_state
 
     now = timezone.now().replace(microsecond=0)
     recorded("research", "done", created=now - timedelta(minutes=30), runtime=600)
@@ -158,7 +158,7 @@ def test_the_last_hours_arrivals_are_expected_again_in_the_next(org: Org) -> Non
 
 
 def test_a_cluster_younger_than_an_hour_expects_what_it_has_seen_as_soon(org: Org) -> None:
-    from jobs.cluster_state import cluster_state
+    from cluster.state import cluster_state
 
     now = timezone.now().replace(microsecond=0)
     recorded("research", "first", created=now - timedelta(minutes=20), runtime=600)
@@ -173,7 +173,7 @@ def test_a_cluster_younger_than_an_hour_expects_what_it_has_seen_as_soon(org: Or
 def test_work_waiting_for_approval_is_not_running_and_is_due_by_its_deadline(
     org: Org, settings: Any
 ) -> None:
-    from jobs.cluster_state import cluster_state
+    from cluster.state import cluster_state
     from queues.engine.model import CheckState
 
     settings.BERTH_APPROVAL_TIMEOUT = 4 * 3600

@@ -210,7 +210,7 @@ def test_a_node_too_big_for_the_queue_is_refused_on_gpus_per_node(org: Org) -> N
 def test_the_node_size_comes_from_the_synced_nodes(org: Org) -> None:
     from django.utils import timezone
 
-    from jobs.models import CapacitySnapshot
+    from cluster.models import CapacitySnapshot
 
     CapacitySnapshot.objects.create(
         at=timezone.now(), flavor="h100", resource="nvidia.com/gpu", allocatable=32,

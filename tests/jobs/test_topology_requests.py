@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.snapshots import record_nodes
+from cluster.snapshots import record_nodes
 from queues import services
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
@@ -72,8 +72,8 @@ def test_estimates_start_from_the_local_queues_usage_kueue_reported(org: Org) ->
     sync mirrored it from the cluster, not from zero."""
     from django.utils import timezone
 
-    from jobs.cluster_state import cluster_state
-    from jobs.models import QueueStatus
+    from cluster.models import QueueStatus
+    from cluster.state import cluster_state
     from queues.models import ClusterQueue
 
     services.kueue_configuration.update(

@@ -14,9 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.utils import timezone
 
-from jobs.models import CapacitySnapshot, WorkloadRecord, WorkloadState
-from jobs.snapshots import snapshot_capacity
-from jobs.utilisation import DCGM_QUERY, efficiency
+from cluster.models import CapacitySnapshot, WorkloadRecord, WorkloadState
+from cluster.snapshots import snapshot_capacity
+from cluster.utilisation import DCGM_QUERY, efficiency
 from queues.backends.simulated import SimulatedBackend
 
 GPU = "nvidia.com/gpu"
@@ -153,8 +153,8 @@ def test_prometheus_down_or_refusing_leaves_utilisation_unknown(
 def test_team_usage_sums_its_namespaces(
     nodes: SimulatedBackend, prometheus: str, settings: Any
 ) -> None:
-    from jobs.models import TeamUsageSnapshot
-    from jobs.utilisation import DCGM_BY_NAMESPACE, snapshot_teams
+    from cluster.models import TeamUsageSnapshot
+    from cluster.utilisation import DCGM_BY_NAMESPACE, snapshot_teams
     from tests.factories import team
 
     settings.BERTH_RECONCILE_ON_CHANGE = False
@@ -196,7 +196,7 @@ def test_team_usage_sums_its_namespaces(
 def test_queue_utilisation_follows_pods_to_their_workloads(
     db: Any, prometheus: str, settings: Any
 ) -> None:
-    from jobs.utilisation import DCGM_BY_POD, by_queue
+    from cluster.utilisation import DCGM_BY_POD, by_queue
 
     for uid, job_name, queue, flavor in (
         ("w1", "train", "research", "h100"),
@@ -239,7 +239,7 @@ def test_queue_utilisation_follows_pods_to_their_workloads(
 
 
 def test_the_simulated_cluster_makes_up_queue_utilisation_too(db: Any, settings: Any) -> None:
-    from jobs.utilisation import by_queue
+    from cluster.utilisation import by_queue
 
     settings.BERTH_CLUSTER, settings.BERTH_PROMETHEUS_URL = "simulated", ""
     WorkloadRecord.objects.create(

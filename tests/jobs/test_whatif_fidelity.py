@@ -4,7 +4,7 @@ the embedded demo's load, recorded on the simulated cluster the way
 speed-up, sync into WorkloadRecord/WorkloadEvent and the wait rollups), on a
 virtual clock, then replayed under today's policy. Its waits per ClusterQueue
 must agree with what sync recorded and with the dashboard's figures (the
-hourly wait rollups, read by ``jobs.stats``) for the same window."""
+hourly wait rollups, read by ``cluster.stats``) for the same window."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
 
-from jobs import stats, whatif
-from jobs.models import WAIT_BUCKETS, EventType, WhatIfState, WorkloadEvent, WorkloadRecord
-from jobs.snapshots import record_nodes
-from jobs.sync import watch_workloads
+from cluster import stats
+from cluster.models import WAIT_BUCKETS, EventType, WorkloadEvent, WorkloadRecord
+from cluster.snapshots import record_nodes
+from cluster.sync import watch_workloads
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
 from queues.models import ReconcileRun
@@ -31,6 +31,8 @@ from queues.reconcile import reconcile
 from queues.simulation.kueue import SimulatedKueue
 from queues.simulation.load import generate
 from queues.simulation.nodes import ensure_nodes
+from whatif import service as whatif
+from whatif.models import WhatIfState
 
 pytestmark = pytest.mark.django_db
 

@@ -14,14 +14,17 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from jobs import whatif
-from jobs.models import JobRequest, WhatIfRun, WhatIfSource, WhatIfState, WorkloadRecord
-from jobs.models import WorkloadState as W
-from jobs.tasks import run_whatif
+from cluster.models import WorkloadRecord
+from cluster.models import WorkloadState as W
+from jobs.models import JobRequest
 from queues.errors import PolicyInvalid
 from queues.models import Team
 from tests.celery_broker import redis_worker
 from tests.jobs.conftest import GPU, Org, org
+from whatif import runs as whatif_runs
+from whatif import service as whatif
+from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
+from whatif.tasks import run_whatif
 
 __all__ = ["org"]
 
@@ -198,7 +201,7 @@ def test_bad_requests_name_the_field(
 def test_a_window_with_too_many_workloads_is_refused(
     org: Org, congested: dict[str, datetime], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(whatif.runs, "MAX_WORKLOADS", 10)  # where the check reads it
+    monkeypatch.setattr(whatif_runs, "MAX_WORKLOADS", 10)  # where the check reads it
     with pytest.raises(PolicyInvalid) as caught:
         whatif.create_run(
             org.users["admin"],

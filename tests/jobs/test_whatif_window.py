@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from jobs import whatif
-from jobs.models import EventType, JobRequest, WorkloadEvent, WorkloadRecord
-from jobs.models import WorkloadState as W
-from jobs.whatif.stream import recorded_stream
+from cluster.models import EventType, WorkloadEvent, WorkloadRecord
+from cluster.models import WorkloadState as W
+from jobs.models import JobRequest
 from queues.models import Team
 from tests.jobs.conftest import GPU, Org, org
 from tests.jobs.test_whatif_task import congested, queue_row, raise_research, recorded
+from whatif import runs as whatif_runs
+from whatif import service as whatif
+from whatif.stream import recorded_stream
 
 __all__ = ["congested", "org"]
 
@@ -28,8 +30,8 @@ START = NOW - timedelta(hours=3)
 
 
 def prepared(end: datetime = NOW, start: datetime = START) -> Any:
-    return whatif.runs.prepare(
-        source="window", changes=whatif.runs.parse_changes(raise_research()),
+    return whatif_runs.prepare(
+        source="window", changes=whatif_runs.parse_changes(raise_research()),
         window_start=start, window_end=end,
     )  # fmt: skip
 
@@ -79,12 +81,12 @@ def test_runtimes_come_from_the_records_in_the_clusters_own_time(org: Org, setti
     assert not any("faster" in note for note in real.notes)
     # How each cluster runs, from the settings.
     settings.BERTH_CLUSTER, settings.BERTH_SIMULATED_SPEEDUP = "simulated", 60
-    assert whatif.runs.cluster_pace()[:3] == (60.0, 0.0, 0.0)
+    assert whatif_runs.cluster_pace()[:3] == (60.0, 0.0, 0.0)
     simulated = prepared().stream()
     assert (simulated.eviction_delay, simulated.requeue_delay) == (0.0, 0.0)
     assert runtimes(simulated)["queued"] == 30
     settings.BERTH_CLUSTER = "kubernetes"
-    assert whatif.runs.cluster_pace()[:3] == (1.0, 30.0, 1.0)
+    assert whatif_runs.cluster_pace()[:3] == (1.0, 30.0, 1.0)
 
 
 def test_work_running_when_the_window_opens_holds_its_quota_but_is_not_counted(org: Org) -> None:

@@ -1,4 +1,4 @@
-"""The embedded mode's loop (jobs.embedded.EmbeddedLoop.run_once) on the demo
+"""The embedded mode's loop (controlplane.embedded.EmbeddedLoop.run_once) on the demo
 organisation and the simulated cluster: reconcile when the policy changed (or
 the interval passed), step the cluster (demo load included), sync what it did.
 And the Celery tasks that do the same work with a broker, called eagerly."""
@@ -14,8 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from jobs.embedded import EmbeddedLoop
-from jobs.models import (
+from cluster.models import (
     CapacitySnapshot,
     PendingForecast,
     QueueSnapshot,
@@ -24,7 +23,8 @@ from jobs.models import (
     WorkloadRecord,
     WorkloadState,
 )
-from jobs.tasks import sync_cluster
+from cluster.tasks import sync_cluster
+from controlplane.embedded import EmbeddedLoop
 from queues import services
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobs.render import JOB_KINDS, JobSpec, Placement, render_job
+from jobs.manifests import JOB_KINDS, JobSpec, Placement, render_job
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
 from queues.simulation.annotations import RUNTIME

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobs.models import WAIT_BUCKETS, PreemptionRollup, WaitRollup
-from jobs.rollups import bucket_of
-from jobs.sync import sync_workloads
+from cluster.models import WAIT_BUCKETS, PreemptionRollup, WaitRollup
+from cluster.rollups import bucket_of
+from cluster.sync import sync_workloads
 from tests.reconcile.clusters import ClusterUnderTest
 from tests.sync.test_sync import ADMITTED, KUEUE, T1, T2, condition, record, research, workload
 
@@ -86,8 +86,8 @@ def test_a_preemption_is_counted_by_reason_and_the_readmission_waits_from_the_re
 def test_borrowing_is_attributed_to_lenders_and_shares_recorded_once_per_instant(
     research: ClusterUnderTest, settings: Any
 ) -> None:
-    from jobs.models import BorrowingRollup, FairShareRollup
-    from jobs.snapshots import snapshot_queues
+    from cluster.models import BorrowingRollup, FairShareRollup
+    from cluster.snapshots import snapshot_queues
 
     settings.BERTH_SYNC_INTERVAL = 30
 

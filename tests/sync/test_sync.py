@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs.models import (
+from cluster.models import (
     CapacitySnapshot,
     EventType,
     QueueSnapshot,
@@ -20,9 +20,9 @@ from jobs.models import (
     WorkloadEvent,
     WorkloadRecord,
 )
-from jobs.models import WorkloadState as State
-from jobs.snapshots import snapshot_cluster, sync_queue_status
-from jobs.sync import sync_workloads, watch_workloads
+from cluster.models import WorkloadState as State
+from cluster.snapshots import snapshot_cluster, sync_queue_status
+from cluster.sync import sync_workloads, watch_workloads
 from tests.factories import team
 from tests.reconcile.clusters import ClusterUnderTest
 
@@ -236,7 +236,7 @@ def test_watch_resumes_and_relists_after_410_without_missing_or_duplicating(
     research.add_foreign(workload("job-b"))
     # The stored resourceVersion is now too old: the server answers 410 Gone.
     research.expire_history()
-    with caplog.at_level("INFO", logger="jobs.sync"):
+    with caplog.at_level("INFO", logger="cluster.sync"):
         watch_workloads(research.backend, timeout_seconds=1, rounds=2)
     assert "expired" in caplog.text  # the server answered 410 Gone; sync relisted
 
@@ -462,7 +462,7 @@ def test_partial_admission_and_topology_placement_are_recorded_per_pod_set(
 def test_nodes_are_kept_as_last_seen_writing_only_what_changed(
     research: ClusterUnderTest,
 ) -> None:
-    from jobs.models import ObservedNode
+    from cluster.models import ObservedNode
 
     def node(name: str, rack: str) -> dict[str, Any]:
         return {

@@ -20,17 +20,11 @@ import pytest
 from django.test import Client
 from django.utils.html import escape
 
-from jobs.embedded import EmbeddedLoop
-from jobs.models import (
-    CapacitySnapshot,
-    JobRequest,
-    JobState,
-    QueueSnapshot,
-    QueueStatus,
-    SyncStepHealth,
-)
+from cluster.models import CapacitySnapshot, QueueSnapshot, QueueStatus, SyncStepHealth
+from cluster.tasks import sync_cluster
+from controlplane.embedded import EmbeddedLoop
+from jobs.models import JobRequest, JobState
 from jobs.services import create_on_cluster
-from jobs.tasks import sync_cluster
 from queues.models import ReconcileRun
 from queues.reconcile import reconcile
 from tests.envtest.cluster import EnvtestCluster

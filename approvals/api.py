@@ -1,0 +1,318 @@
+"""Approval endpoints (``/api/v1/approvals/``): the requests a user may see, a
+decision on one, and the audit history as JSON or CSV.
+
+The views only parse and delegate: who sees what is ``approvals.access``,
+the decision is ``approvals.decide`` (once, compare-and-set) and the
+history rows are ``approvals.history``. A request the user may not see
+answers 404, as if it did not exist; one they see but may not decide, 403 with
+the rule (``not-an-approver``, ``requester-cannot-decide``)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any
+
+import django_filters as filters
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, renderers, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.models import AccessDenial
+from accounts.services import record_access_denial
+from approvals.access import NotAllowed, decidable_now, visible_to
+from approvals.decide import decide
+from approvals.history import history_events, history_rows, write_csv
+from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalState
+from queues.api.fields import StrictSerializer
+
+CSV_FILENAME = "berth-approvals-history.csv"
+
+# --- filters -----------------------------------------------------------------------
+
+
+class ApprovalFilter(filters.FilterSet):
+    """What ``GET approvals/`` narrows by; ``decidable`` needs the request's user."""
+
+    state = filters.ChoiceFilter(choices=ApprovalState.choices)
+    cluster_queue = filters.CharFilter()
+    team = filters.CharFilter(field_name="team__slug")
+    decidable = filters.BooleanFilter(
+        method="filter_decidable",
+        label="only the pending requests you may decide now (false: all the others)",
+    )
+
+    class Meta:
+        model = ApprovalRequest
+        fields = ["state", "cluster_queue", "team", "decidable"]
+
+    def filter_decidable(
+        self, queryset: QuerySet[ApprovalRequest], name: str, value: bool | None
+    ) -> QuerySet[ApprovalRequest]:
+        if value is None:
+            return queryset
+        user = getattr(self.request, "user", None)
+        mine = decidable_now(user).values("pk")
+        return queryset.filter(pk__in=mine) if value else queryset.exclude(pk__in=mine)
+
+
+def decidable_ids(user: Any, requests: list[ApprovalRequest]) -> set[int]:
+    """Which of ``requests`` ``user`` may decide now, in one query. The same
+    answer as ``check_may_decide`` on each pending one: ``decidable_by`` leaves
+    out the requester and everyone who is not an approver for the request."""
+    ids = [r.pk for r in requests if r.state == ApprovalState.PENDING]
+    if not ids:
+        return set()
+    return set(decidable_now(user).filter(pk__in=ids).values_list("pk", flat=True))
+
+
+# --- serializers -------------------------------------------------------------------
+
+
+class ApprovalEventSerializer(serializers.ModelSerializer):
+    actor: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+
+    class Meta:
+        model = ApprovalEvent
+        fields = ["action", "actor", "at", "message"]
+        read_only_fields = fields
+
+
+# The list and the detail share one shape: with two schema components holding
+# the state enum, drf-spectacular could only name it by a hash (and warn).
+class ApprovalSerializer(serializers.ModelSerializer):
+    """One request with its audit trail (oldest first); ``can_decide`` says
+    whether the user asking may decide it now."""
+
+    workload = serializers.CharField(source="workload_key", read_only=True)
+    team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    requester: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    requested = serializers.JSONField(read_only=True)
+    impact = serializers.JSONField(read_only=True)
+    can_decide = serializers.SerializerMethodField()
+    events = ApprovalEventSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = ApprovalRequest
+        fields = [
+            "id", "state", "workload", "namespace", "cluster_queue", "local_queue", "team",
+            "requester", "job", "gpus", "requested", "priority", "priority_class",
+            "justification", "impact", "created_at", "expires_at", "decided_by", "decided_at",
+            "comment", "applied_at", "attempt", "reapproval_of", "can_decide", "events",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_can_decide(self, request: ApprovalRequest) -> bool:
+        decidable: set[int] | None = self.context.get("decidable")
+        if decidable is None:
+            decidable = decidable_ids(self.context["request"].user, [request])
+        return request.pk in decidable
+
+
+class ApproveSerializer(StrictSerializer):
+    # Length and blankness are the service's rules (``decide``), so the API, the
+    # CLI and the dashboard refuse them under the same field and rule names.
+    comment = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+
+
+class RejectSerializer(StrictSerializer):
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="required: why it may not run (shown to the requester and on the Workload)",
+    )
+
+
+class HistoryQuerySerializer(serializers.Serializer):
+    since = serializers.DateTimeField(required=False, help_text="ISO 8601; events at or after")
+    until = serializers.DateTimeField(required=False, help_text="ISO 8601; events before")
+    cluster_queue = serializers.CharField(required=False, allow_blank=True)
+    team = serializers.CharField(required=False, allow_blank=True, help_text="a team's slug")
+
+
+class HistoryRowSerializer(serializers.Serializer):
+    """One audit event: the columns of the CSV export, in its order."""
+
+    at = serializers.DateTimeField()
+    approval_id = serializers.IntegerField()
+    action = serializers.CharField()
+    actor = serializers.CharField()
+    request_state = serializers.CharField()
+    workload = serializers.CharField()
+    cluster_queue = serializers.CharField()
+    team = serializers.CharField()
+    requester = serializers.CharField()
+    gpus = serializers.IntegerField()
+    job_id = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+
+
+# --- CSV ---------------------------------------------------------------------------
+
+
+class CSVRenderer(renderers.BaseRenderer):
+    """History rows (a list of dicts) as CSV, with the columns of ``CSV_COLUMNS``."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        out = io.StringIO()
+        write_csv(data or [], out)
+        return out.getvalue().encode(self.charset)
+
+
+# --- views -------------------------------------------------------------------------
+
+
+def _refused(request: Request, refused: NotAllowed) -> Response:
+    record_access_denial(
+        request, reason=AccessDenial.Reason.FORBIDDEN, detail=f"{refused.rule}: {refused.message}"
+    )
+    return Response(
+        {"detail": refused.message, "rule": refused.rule}, status=status.HTTP_403_FORBIDDEN
+    )
+
+
+REFUSED = OpenApiResponse(
+    description="not allowed to decide it: `rule` is `not-an-approver` or `requester-cannot-decide`"
+)
+CONFLICT = OpenApiResponse(description="already decided (the detail names who decided and when)")
+INVALID = OpenApiResponse(description="bad input (a rejection without a reason, a long comment)")
+
+
+class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Approval requests for queues that need one (``urgent-release``), and their decisions."""
+
+    permission_classes = [IsAuthenticated]
+    filterset_class = ApprovalFilter
+    ordering_fields = ["created_at", "expires_at", "gpus", "priority"]
+    lookup_value_regex = "[0-9]+"
+
+    def get_queryset(self) -> QuerySet[ApprovalRequest]:
+        return (
+            visible_to(self.request.user)
+            .select_related("team", "requester", "decided_by")
+            .prefetch_related("events__actor")
+        )
+
+    def get_serializer_class(self) -> Any:
+        return ApprovalSerializer
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        rows = list(page if page is not None else queryset)
+        context = {**self.get_serializer_context(), "decidable": decidable_ids(request.user, rows)}
+        data = ApprovalSerializer(rows, many=True, context=context).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
+
+    def _decide(self, request: Request, *, approve: bool, text: str) -> Response:
+        target = self.get_object()  # 404 unless the user may see it
+        try:
+            decide(request.user, target.pk, approve=approve, comment=text)
+        except NotAllowed as refused:
+            return _refused(request, refused)
+        decided = self.get_queryset().get(pk=target.pk)
+        return Response(ApprovalSerializer(decided, context={"request": request}).data)
+
+    @extend_schema(
+        request=ApproveSerializer,
+        responses={200: ApprovalSerializer, 400: INVALID, 403: REFUSED, 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str | None = None, **kwargs: Any) -> Response:
+        """Approve a pending request: Berth marks its admission check Ready."""
+        body = ApproveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._decide(request, approve=True, text=body.validated_data.get("comment", ""))
+
+    @extend_schema(
+        request=RejectSerializer,
+        responses={200: ApprovalSerializer, 400: INVALID, 403: REFUSED, 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str | None = None, **kwargs: Any) -> Response:
+        """Reject a pending request with a reason: Berth marks its admission check
+        Rejected, and Kueue deactivates the workload."""
+        body = RejectSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._decide(request, approve=False, text=body.validated_data.get("reason", ""))
+
+    @extend_schema(
+        parameters=[
+            HistoryQuerySerializer,
+            OpenApiParameter(
+                "format",
+                OpenApiTypes.STR,
+                enum=["json", "csv"],
+                required=False,
+                description="csv: every matching row as a file (not paginated); "
+                "or send Accept: text/csv",
+            ),
+        ],
+        responses={
+            (200, "application/json"): HistoryRowSerializer(many=True),
+            (200, "text/csv"): OpenApiTypes.STR,
+        },
+    )
+    @action(
+        detail=False,
+        methods=["get"],
+        renderer_classes=[
+            renderers.JSONRenderer,
+            renderers.BrowsableAPIRenderer,
+            CSVRenderer,
+        ],
+        filter_backends=[],
+    )
+    def history(self, request: Request, **kwargs: Any) -> Response:
+        """The audit trail of every request you may see, newest first."""
+        query = HistoryQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        events = history_events(
+            request.user,
+            since=query.validated_data.get("since"),
+            until=query.validated_data.get("until"),
+            cluster_queue=query.validated_data.get("cluster_queue") or None,
+            team=query.validated_data.get("team") or None,
+        )
+        if request.accepted_renderer.format == "csv":
+            return Response(
+                list(history_rows(events.iterator(chunk_size=2000))),
+                headers={"Content-Disposition": f'attachment; filename="{CSV_FILENAME}"'},
+            )
+        page = self.paginate_queryset(events)
+        if page is None:
+            return Response(list(history_rows(events)))
+        return self.get_paginated_response(list(history_rows(page)))
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        # An error asked for as CSV (a bad `since`, no token) is still answered
+        # in JSON: a client reads the field and rule, not a one-cell file.
+        accepted = getattr(request, "accepted_renderer", None)
+        if getattr(response, "exception", False) and isinstance(accepted, CSVRenderer):
+            request.accepted_renderer = renderers.JSONRenderer()
+            request.accepted_media_type = request.accepted_renderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)

@@ -1,0 +1,313 @@
+"""Telling approvers a request waits: the inbox is the approvals page itself;
+e-mail goes through Django's mail settings (the console backend by default);
+a Slack-compatible webhook gets a JSON payload when BERTH_APPROVAL_WEBHOOK_URL
+is set. A failed notification is audited and never stops the request.
+
+The audit claims only who was reached: approvers with an e-mail address the
+mail went to, and the webhook (named by its host: the path of a Slack webhook
+URL is its secret). Approvers without an address are named as not reached.
+When a request is withdrawn, the requester and everyone the request reached
+are told, on the same channels."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from datetime import UTC
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.mail import send_mail
+
+from approvals.access import approvers_for
+from approvals.audit import record
+from approvals.models import ApprovalAction, ApprovalRequest
+
+log = logging.getLogger(__name__)
+WEBHOOK_TIMEOUT = 5.0
+
+
+def request_url(request: ApprovalRequest) -> str:
+    return f"{settings.BERTH_PUBLIC_URL}/approvals/{request.pk}/"
+
+
+def headline(request: ApprovalRequest) -> str:
+    who = request.requester.get_username() if request.requester else "someone"
+    team = request.team.slug if request.team else request.namespace
+    return (
+        f"Approval #{request.pk}: {who} ({team}) asks to run {request.workload_key} "
+        f"on {request.gpus} GPUs in ClusterQueue {request.cluster_queue}"
+    )
+
+
+def _body(request: ApprovalRequest) -> str:
+    impact = request.impact or {}
+    lines = [
+        headline(request),
+        "",
+        f"Justification: {request.justification or '(none given)'}",
+        f"Impact: {impact.get('summary', 'not computed')}",
+    ]
+    for victim in impact.get("preempts", [])[:20]:
+        cost = (
+            "not running (waiting for admission checks): loses its quota reservation"
+            if victim.get("state") == "reserved"
+            else f"{victim['gpu_hours_lost']} GPU-hours lost"
+        )
+        lines.append(
+            f"  - {victim['workload']} ({victim['team'] or 'no team'}, priority "
+            f"{victim['priority']}, {victim['gpus']} GPUs): {cost}"
+        )
+    lines += [
+        "",
+        f"Decide by {request.expires_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC, or it is "
+        "rejected as expired:",
+        request_url(request),
+        f"or: berth approvals approve {request.pk}  |  "
+        f"berth approvals reject {request.pk} --reason '...'",
+    ]
+    return "\n".join(lines)
+
+
+def webhook_payload(request: ApprovalRequest) -> dict[str, Any]:
+    """Slack's incoming-webhook shape (``text`` plus blocks); other chat tools
+    that accept Slack payloads read ``text``."""
+    impact = request.impact or {}
+    text = f"{headline(request)}. {impact.get('summary', '')}".strip()
+    return {
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{headline(request)}*"}},
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"*Justification:* {request.justification or '(none)'}\n"
+                    f"*Impact:* {impact.get('summary', 'not computed')}",
+                },
+            },
+            {
+                "type": "context",
+                "elements": [
+                    {"type": "mrkdwn", "text": f"<{request_url(request)}|Decide in Berth>"}
+                ],
+            },
+        ],
+        "berth": {
+            "approval_id": request.pk,
+            "state": request.state,
+            "workload": request.workload_key,
+            "cluster_queue": request.cluster_queue,
+            "team": request.team.slug if request.team else None,
+            "requester": request.requester.get_username() if request.requester else None,
+            "gpus": request.gpus,
+            "gpu_hours_lost": impact.get("gpu_hours_lost", 0),
+            "expires_at": request.expires_at.isoformat(),
+            "url": request_url(request),
+        },
+    }
+
+
+def _post(url: str, payload: dict[str, Any]) -> int:
+    data = json.dumps(payload).encode()
+    req = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=WEBHOOK_TIMEOUT) as response:
+        return int(response.status)
+
+
+def webhook_channel(url: str) -> str:
+    """The webhook as the audit names it: by its host only."""
+    return f"webhook {urlsplit(url).hostname or 'unknown host'}"
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names)
+
+
+def _reached(sent: dict[str, Any]) -> str:
+    """ "told carol, erin by e-mail; webhook hooks.slack.com (HTTP 200)", or ""."""
+    parts = []
+    if sent.get("emailed"):
+        parts.append(f"told {_names(sent['emailed'])} by e-mail")
+    if "webhook" in sent:
+        parts.append(f"{sent['channel']} (HTTP {sent['webhook']})")
+    return "; ".join(parts)
+
+
+def _unreached(names: list[str]) -> str:
+    verb = "has" if len(names) == 1 else "have"
+    return f"{_names(names)} {verb} no e-mail address"
+
+
+def notify_approvers(request: ApprovalRequest) -> dict[str, Any]:
+    """Mail the request's approvers and call the webhook; returns what was sent:
+    ``approvers`` (who may decide it), ``emailed`` and ``email`` (whom the mail
+    reached, and their addresses), ``unreached`` (approvers without an
+    address), ``webhook`` (its HTTP status, when it answered) and ``channel``.
+    The audit's ``notified`` names only the people and the channel reached;
+    when nobody was reached, it records a failed notification instead."""
+    approvers = approvers_for(request)
+    with_address = [u for u in approvers if u.email]
+    addresses = sorted({u.email for u in with_address})
+    sent: dict[str, Any] = {
+        "approvers": [u.get_username() for u in approvers],
+        "email": [],
+        "emailed": [],
+        "unreached": [u.get_username() for u in approvers if not u.email],
+    }
+    failures = []
+    if addresses:
+        try:
+            send_mail(
+                f"[Berth] {headline(request)}",
+                _body(request),
+                settings.DEFAULT_FROM_EMAIL,
+                addresses,
+            )
+            sent["email"] = addresses
+            sent["emailed"] = [u.get_username() for u in with_address]
+        except Exception as exc:  # any mail backend error: audited, never fatal
+            failures.append(f"e-mail: {exc}")
+    url = settings.BERTH_APPROVAL_WEBHOOK_URL
+    if url:
+        sent["channel"] = webhook_channel(url)
+        try:
+            sent["webhook"] = _post(url, webhook_payload(request))
+        except Exception as exc:  # unreachable, timeout, HTTP error: audited
+            failures.append(f"webhook: {exc}")
+    reached = _reached(sent)
+    if reached:
+        message = reached
+        if sent["unreached"]:
+            message += f"; not reached: {_names(sent['unreached'])} (no e-mail address)"
+        record(request, ApprovalAction.NOTIFIED, message=message, details=sent)
+    elif not failures:
+        why = _unreached(sent["unreached"]) if sent["unreached"] else "no approver was found"
+        failures.append(
+            f"nobody was reached: {why} and no webhook is set (BERTH_APPROVAL_WEBHOOK_URL); "
+            "the request waits in the approvals inbox"
+        )
+    elif sent["unreached"]:
+        failures.append(f"not reached: {_names(sent['unreached'])} (no e-mail address)")
+    if failures:
+        log.warning("approval #%s: notifying failed: %s", request.pk, "; ".join(failures))
+        record(request, ApprovalAction.NOTIFY_FAILED, message="; ".join(failures), details=sent)
+    return sent
+
+
+# ------------------------------------------------------------------ withdrawn
+
+
+def _told_of(request: ApprovalRequest) -> tuple[list[tuple[str, str]], bool]:
+    """Whom the request reached: (name, address) of each e-mail recipient, and
+    whether the webhook channel was told (from the audit of its notification)."""
+    people: dict[str, str] = {}
+    webhook = False
+    for details in request.events.filter(action=ApprovalAction.NOTIFIED).values_list(
+        "details", flat=True
+    ):
+        if not isinstance(details, dict) or details.get("about"):
+            continue
+        addresses = [str(a) for a in details.get("email") or []]
+        names = [str(n) for n in details.get("emailed") or []]
+        if len(names) != len(addresses):  # audited before names were kept
+            names = [a.split("@", 1)[0] for a in addresses]
+        people.update(zip(addresses, names, strict=True))
+        webhook = webhook or "webhook" in details
+    return sorted((name, address) for address, name in people.items()), webhook
+
+
+def _withdrawn_body(request: ApprovalRequest) -> str:
+    return "\n".join(
+        [
+            f"Approval #{request.pk} for {request.workload_key} "
+            f"({request.gpus} GPUs in ClusterQueue {request.cluster_queue}) was withdrawn "
+            "before anyone decided:",
+            request.comment or "its workload no longer holds the reservation it asked about",
+            "",
+            "Nothing needs deciding. If the workload reserves quota again, Berth asks "
+            "anew, with a fresh impact preview.",
+            request_url(request),
+        ]
+    )
+
+
+def _withdrawn_payload(request: ApprovalRequest) -> dict[str, Any]:
+    text = (
+        f"Approval #{request.pk} for {request.workload_key} was withdrawn: "
+        f"{request.comment or 'its reservation ended'}"
+    )
+    return {
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": f"<{request_url(request)}|In Berth>"}],
+            },
+        ],
+        "berth": {
+            "approval_id": request.pk,
+            "state": request.state,
+            "workload": request.workload_key,
+            "cluster_queue": request.cluster_queue,
+            "reason": request.comment,
+            "url": request_url(request),
+        },
+    }
+
+
+def notify_withdrawn(request: ApprovalRequest) -> dict[str, Any]:
+    """Tell the requester and everyone the request reached that it was
+    withdrawn, and why (``request.comment``): e-mail to the requester and to
+    the addresses the request went to, and the webhook when the request was
+    posted there. Audited like a request's notification (``details.about`` is
+    ``withdrawn``); a failure is audited and never fatal."""
+    told, webhook = _told_of(request)
+    people = dict(told)
+    requester = request.requester
+    unreached = []
+    if requester is not None:
+        if requester.email:
+            people.setdefault(requester.get_username(), requester.email)
+        else:
+            unreached.append(requester.get_username())
+    names = sorted(people)
+    sent: dict[str, Any] = {"about": "withdrawn", "email": [], "emailed": []}
+    failures = []
+    if people:
+        try:
+            send_mail(
+                f"[Berth] Approval #{request.pk} withdrawn: {request.workload_key}",
+                _withdrawn_body(request),
+                settings.DEFAULT_FROM_EMAIL,
+                sorted(set(people.values())),
+            )
+            sent["email"] = sorted(set(people.values()))
+            sent["emailed"] = names
+        except Exception as exc:  # any mail backend error: audited, never fatal
+            failures.append(f"withdrawal e-mail: {exc}")
+    url = settings.BERTH_APPROVAL_WEBHOOK_URL
+    if webhook and url:
+        sent["channel"] = webhook_channel(url)
+        try:
+            sent["webhook"] = _post(url, _withdrawn_payload(request))
+        except Exception as exc:  # unreachable, timeout, HTTP error: audited
+            failures.append(f"withdrawal webhook: {exc}")
+    reached = _reached(sent)
+    if reached:
+        message = f"withdrawal: {reached}"
+        if unreached:
+            message += f"; not reached: {_names(unreached)} (no e-mail address)"
+        record(request, ApprovalAction.NOTIFIED, message=message, details=sent)
+    elif not failures:
+        who = f"{_unreached(unreached)}; " if unreached else ""
+        failures.append(f"nobody was told of the withdrawal: {who}nobody else had been told")
+    if failures:
+        log.warning("approval #%s: %s", request.pk, "; ".join(failures))
+        record(request, ApprovalAction.NOTIFY_FAILED, message="; ".join(failures), details=sent)
+    return sent

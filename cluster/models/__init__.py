@@ -1,0 +1,50 @@
+"""What Berth records of the cluster, written by sync only: workloads and their
+events (``workloads``), hourly rollups and forecasts (``rollups``), and how
+each sync step last went (``health``)."""
+
+from cluster.models.health import SyncStepHealth, SyncStepName
+from cluster.models.rollups import (
+    BUCKET_FIELDS,
+    WAIT_BUCKETS,
+    BorrowingRollup,
+    FairShareRollup,
+    PendingForecast,
+    PreemptionRollup,
+    TeamUsageSnapshot,
+    WaitRollup,
+)
+from cluster.models.workloads import (
+    TRANSITION_ORDER,
+    CapacitySnapshot,
+    EventType,
+    ObservedNode,
+    QueueSnapshot,
+    QueueStatus,
+    SyncCursor,
+    WorkloadEvent,
+    WorkloadRecord,
+    WorkloadState,
+)
+
+__all__ = [
+    "BUCKET_FIELDS",
+    "TRANSITION_ORDER",
+    "WAIT_BUCKETS",
+    "BorrowingRollup",
+    "CapacitySnapshot",
+    "EventType",
+    "FairShareRollup",
+    "ObservedNode",
+    "PendingForecast",
+    "PreemptionRollup",
+    "QueueSnapshot",
+    "QueueStatus",
+    "SyncCursor",
+    "SyncStepHealth",
+    "SyncStepName",
+    "TeamUsageSnapshot",
+    "WaitRollup",
+    "WorkloadEvent",
+    "WorkloadRecord",
+    "WorkloadState",
+]

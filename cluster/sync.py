@@ -1,0 +1,402 @@
+"""Sync: what the cluster did, into Postgres.
+
+Workloads are listed (and, with ``manage.py sync_watch``, watched) and upserted
+into ``WorkloadRecord``; each condition transition becomes a ``WorkloadEvent``,
+unique per (workload, type, time, reason), so replaying the same list or watch
+events writes nothing new. ClusterQueue status and node capacity are
+snapshotted periodically. The same code serves both backends.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from cluster.models import (
+    TRANSITION_ORDER,
+    EventType,
+    SyncCursor,
+    WorkloadEvent,
+    WorkloadRecord,
+    WorkloadState,
+)
+from cluster.rollups import count_admission, count_eviction
+from queues.backends.base import TYPES, ClusterBackend, WatchEvent, WatchExpired
+from queues.kueue import topology_assignment
+from queues.models import LocalQueue, TeamNamespace
+from queues.quantity import QuantityError, to_canonical
+
+log = logging.getLogger(__name__)
+WORKLOAD = TYPES["Workload"]
+GPU = "nvidia.com/gpu"
+# Kueue's Preempted message: "Preempted to accommodate a workload (UID: <uid>, JobUID: ...".
+PREEMPTOR_UID = re.compile(r"accommodate a workload \(UID: ([^,)\s]+)")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    parsed = parse_datetime(text)
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, UTC)
+    return parsed
+
+
+def amount_of(resource: str, value: Any) -> int:
+    try:
+        return to_canonical(resource, value)
+    except QuantityError:
+        return 0
+
+
+def _requests(workload: Mapping[str, Any]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """Total requests and per-pod-set shape from the Workload's pod templates."""
+    totals: dict[str, int] = {}
+    pod_sets = []
+    for pod_set in workload.get("spec", {}).get("podSets", []):
+        count = int(pod_set.get("count", 1))
+        per_pod: dict[str, int] = {}
+        for container in pod_set.get("template", {}).get("spec", {}).get("containers", []):
+            for resource, value in (container.get("resources", {}).get("requests") or {}).items():
+                per_pod[resource] = per_pod.get(resource, 0) + amount_of(resource, value)
+        for resource, amount in per_pod.items():
+            totals[resource] = totals.get(resource, 0) + amount * count
+        spec = pod_set.get("template", {}).get("spec", {})
+        shape: dict[str, Any] = {"name": pod_set.get("name", "main"), "count": count}
+        shape["requests"] = per_pod
+        # Where it may go, so the engine can place it as Kueue would (dry runs, estimates).
+        if spec.get("nodeSelector"):
+            shape["node_selector"] = dict(spec["nodeSelector"])
+        if spec.get("tolerations"):
+            shape["tolerations"] = list(spec["tolerations"])
+        if pod_set.get("minCount") is not None:
+            shape["min_count"] = int(pod_set["minCount"])
+        if pod_set.get("topologyRequest"):
+            shape["topology_request"] = dict(pod_set["topologyRequest"])
+        pod_sets.append(shape)
+    return totals, pod_sets
+
+
+def _conditions(workload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in workload.get("status", {}).get("conditions", [])}
+
+
+def state_of(workload: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(state, reason, message) from the Workload's conditions."""
+    conditions = _conditions(workload)
+
+    def true(kind: str) -> dict[str, Any] | None:
+        condition = conditions.get(kind)
+        return condition if condition and condition.get("status") == "True" else None
+
+    if finished := true("Finished"):
+        failed = finished.get("reason") in ("Failed", "JobFailed") or "fail" in (
+            finished.get("message", "").lower()
+        )
+        return (
+            WorkloadState.FAILED if failed else WorkloadState.FINISHED,
+            finished.get("reason", ""),
+            finished.get("message", ""),
+        )
+    if workload.get("spec", {}).get("active") is False:
+        reason = conditions.get("Evicted", {})
+        return (
+            WorkloadState.DEACTIVATED,
+            reason.get("reason", "Deactivated"),
+            reason.get("message", ""),
+        )
+    evicted = true("Evicted")
+    if evicted and workload.get("status", {}).get("admission"):
+        return WorkloadState.EVICTED, evicted.get("reason", ""), evicted.get("message", "")
+    if admitted := true("Admitted"):
+        return WorkloadState.ADMITTED, admitted.get("reason", ""), admitted.get("message", "")
+    if reserved := true("QuotaReserved"):
+        return (
+            WorkloadState.QUOTA_RESERVED,
+            reserved.get("reason", ""),
+            reserved.get("message", ""),
+        )
+    pending = conditions.get("QuotaReserved", {})
+    return WorkloadState.PENDING, pending.get("reason", ""), pending.get("message", "")
+
+
+_CONDITION_EVENTS = {
+    ("QuotaReserved", "True"): EventType.QUOTA_RESERVED,
+    ("Admitted", "True"): EventType.ADMITTED,
+    ("Evicted", "True"): EventType.EVICTED,
+    ("Preempted", "True"): EventType.PREEMPTED,
+    ("Requeued", "True"): EventType.REQUEUED,
+}
+
+
+def events_of(workload: Mapping[str, Any]) -> list[tuple[str, datetime, str, str, dict[str, Any]]]:
+    """(type, at, reason, message, details) for every transition visible now."""
+    found: list[tuple[str, datetime, str, str, dict[str, Any]]] = []
+    created = parse_time(workload.get("metadata", {}).get("creationTimestamp"))
+    if created:
+        found.append((EventType.CREATED, created, "", "", {}))
+    for condition in workload.get("status", {}).get("conditions", []):
+        at = parse_time(condition.get("lastTransitionTime"))
+        if at is None:
+            continue
+        key = (condition.get("type"), condition.get("status"))
+        if condition.get("type") == "Finished" and condition.get("status") == "True":
+            failed = state_of({"status": {"conditions": [condition]}})[0] == WorkloadState.FAILED
+            found.append(
+                (
+                    EventType.FAILED if failed else EventType.FINISHED,
+                    at,
+                    condition.get("reason", ""),
+                    condition.get("message", ""),
+                    {},
+                )
+            )
+        elif key in _CONDITION_EVENTS:
+            message = condition.get("message", "")
+            details = {}
+            if key == ("Preempted", "True") and (match := PREEMPTOR_UID.search(message)):
+                details["preemptor_uid"] = match.group(1)
+            found.append(
+                (_CONDITION_EVENTS[key], at, condition.get("reason", ""), message, details)
+            )
+    for check in workload.get("status", {}).get("admissionChecks", []):
+        at = parse_time(check.get("lastTransitionTime"))
+        if at is not None:
+            found.append(
+                (
+                    EventType.CHECK_STATE,
+                    at,
+                    check.get("state", ""),
+                    check.get("message", ""),
+                    {"check": check.get("name")},
+                )
+            )
+    return found
+
+
+def _owner(workload: Mapping[str, Any]) -> tuple[str, str]:
+    for ref in workload.get("metadata", {}).get("ownerReferences", []):
+        return ref.get("kind", ""), ref.get("name", "")
+    return "", ""
+
+
+def _record_admission(shapes: list[dict[str, Any]], assignments: list[Mapping[str, Any]]) -> None:
+    """Onto each pod set's shape: the pods admitted when fewer than asked
+    (partial admission) and where they run (a topology-aware flavor)."""
+    by_name = {a.get("name"): a for a in assignments}
+    for shape in shapes:
+        assigned = by_name.get(shape["name"])
+        if assigned is None:
+            continue
+        if assigned.get("count") is not None and int(assigned["count"]) != shape["count"]:
+            shape["admitted_count"] = int(assigned["count"])
+        placed = topology_assignment.pods_per_node(assigned.get("topologyAssignment") or {})
+        if placed:
+            shape["placed_on"] = placed
+
+
+def upsert_workload(
+    workload: Mapping[str, Any], teams: Mapping[str, int] | None = None
+) -> WorkloadRecord:
+    """Record one Workload object; idempotent."""
+    metadata = workload["metadata"]
+    status = workload.get("status", {})
+    state, reason, message = state_of(workload)
+    totals, pod_sets = _requests(workload)
+    assignments = (status.get("admission") or {}).get("podSetAssignments", [])
+    flavors = {a["name"]: dict(a.get("flavors", {})) for a in assignments}
+    _record_admission(pod_sets, assignments)
+    team_ids = teams if teams is not None else _team_ids()
+    job_kind, job_name = _owner(workload)
+    conditions = _conditions(workload)
+    fields = {
+        "namespace": metadata.get("namespace", ""),
+        "name": metadata["name"],
+        "team_id": team_ids.get(metadata.get("namespace", "")),
+        "job_kind": job_kind,
+        "job_name": job_name,
+        "local_queue": workload.get("spec", {}).get("queueName", ""),
+        "cluster_queue": (status.get("admission") or {}).get("clusterQueue", "")
+        or metadata.get("labels", {}).get("berth.dev/cluster-queue", ""),
+        "priority": int(workload.get("spec", {}).get("priority") or 0),
+        "priority_class": (workload.get("spec", {}).get("priorityClassRef") or {}).get(
+            "name", workload.get("spec", {}).get("priorityClassName", "")
+        ),
+        "requested": totals,
+        "pod_sets": pod_sets,
+        "flavors": flavors,
+        "admission_checks": {
+            str(c.get("name")): {
+                "state": c.get("state", ""),
+                "lastTransitionTime": c.get("lastTransitionTime", ""),
+                "message": c.get("message", ""),
+            }
+            for c in status.get("admissionChecks") or []
+            if c.get("name")
+        },
+        "state": state,
+        "reason": reason[:64],
+        "message": message,
+        "created_at": parse_time(metadata.get("creationTimestamp")) or timezone.now(),
+        "reserved_at": parse_time(conditions.get("QuotaReserved", {}).get("lastTransitionTime"))
+        if conditions.get("QuotaReserved", {}).get("status") == "True"
+        else None,
+        "admitted_at": parse_time(conditions.get("Admitted", {}).get("lastTransitionTime"))
+        if state in (WorkloadState.ADMITTED, WorkloadState.FINISHED, WorkloadState.FAILED)
+        else None,
+        "finished_at": parse_time(conditions.get("Finished", {}).get("lastTransitionTime"))
+        if state in (WorkloadState.FINISHED, WorkloadState.FAILED)
+        else None,
+        "resource_version": str(metadata.get("resourceVersion", "")),
+    }
+    with transaction.atomic():
+        record = WorkloadRecord.objects.select_for_update().filter(uid=metadata["uid"]).first()
+        if record is None:
+            try:
+                with transaction.atomic():
+                    record = WorkloadRecord.objects.create(uid=metadata["uid"], **fields)
+            except IntegrityError:  # another sync recorded it a moment ago
+                record = WorkloadRecord.objects.select_for_update().get(uid=metadata["uid"])
+        elif fields["resource_version"] and record.resource_version == fields["resource_version"]:
+            return record  # seen this very version already: nothing to write
+        if not fields["cluster_queue"]:
+            # Pending or evicted: no admission names the queue; it stays where it was,
+            # or where its LocalQueue points.
+            fields["cluster_queue"] = record.cluster_queue or _cluster_queue_of(
+                str(fields["namespace"]), str(fields["local_queue"])
+            )
+        changed = [name for name, value in fields.items() if getattr(record, name) != value]
+        for name in changed:
+            setattr(record, name, fields[name])
+        if changed:
+            record.save(update_fields=[*changed, "synced_at"])
+        # In time order, so a rollup sees the requeue before the admission after it.
+        found = sorted(events_of(workload), key=lambda e: (e[1], TRANSITION_ORDER.get(e[0], 9)))
+        for event_type, at, event_reason, event_message, details in found:
+            _add_event(record, event_type, at, event_reason, event_message, details)
+        evictions = record.events.filter(type=EventType.EVICTED).count()
+        if evictions != record.evictions:
+            WorkloadRecord.objects.filter(pk=record.pk).update(evictions=evictions)
+            record.evictions = evictions
+    return record
+
+
+def _add_event(
+    record: WorkloadRecord, event_type: str, at: datetime, reason: str, message: str, details: dict
+) -> None:
+    if WorkloadEvent.objects.filter(
+        workload=record, type=event_type, at=at, reason=reason[:64]
+    ).exists():
+        return
+    if uid := details.get("preemptor_uid"):
+        preemptor = WorkloadRecord.objects.filter(uid=uid).values("namespace", "name").first()
+        if preemptor:
+            details = {**details, "preemptor": f"{preemptor['namespace']}/{preemptor['name']}"}
+    try:
+        with transaction.atomic():
+            WorkloadEvent.objects.create(
+                workload=record,
+                type=event_type,
+                at=at,
+                reason=reason[:64],
+                message=message,
+                details=details,
+            )
+            # Counted only with a new event: a replay or a second sync adds nothing.
+            if event_type == EventType.ADMITTED:
+                count_admission(record, at)
+            elif event_type == EventType.PREEMPTED:
+                count_eviction(record, at, reason, preempted=True)
+            elif event_type == EventType.EVICTED and reason != "Preempted":
+                count_eviction(record, at, reason, preempted=False)
+    except IntegrityError:
+        pass  # recorded concurrently by another sync
+
+
+def mark_deleted(uid: str) -> None:
+    record = WorkloadRecord.objects.filter(uid=uid).first()
+    if record is None or record.state == WorkloadState.DELETED:
+        return
+    record.state = WorkloadState.DELETED
+    record.save(update_fields=["state", "synced_at"])
+    _add_event(record, EventType.DELETED, timezone.now().replace(microsecond=0), "", "", {})
+
+
+def _cluster_queue_of(namespace: str, local_queue: str) -> str:
+    name = (
+        LocalQueue.objects.filter(namespace__name=namespace, name=local_queue)
+        .values_list("cluster_queue__name", flat=True)
+        .first()
+    )
+    return name or ""
+
+
+def _team_ids() -> dict[str, int]:
+    return dict(TeamNamespace.objects.values_list("name", "team_id"))
+
+
+def sync_workloads(backend: ClusterBackend) -> str:
+    """Relist every Workload: upsert what is there, mark what vanished as deleted.
+    Returns the list's resourceVersion (where a watch resumes)."""
+    items, version = backend.list(WORKLOAD)
+    teams = _team_ids()
+    seen = set()
+    for item in items:
+        seen.add(item["metadata"]["uid"])
+        upsert_workload(item, teams)
+    for uid in (
+        WorkloadRecord.objects.exclude(state=WorkloadState.DELETED)
+        .exclude(uid__in=seen)
+        .values_list("uid", flat=True)
+    ):
+        mark_deleted(uid)
+    SyncCursor.objects.update_or_create(
+        kind="Workload", defaults={"resource_version": version, "listed_at": timezone.now()}
+    )
+    return version
+
+
+def apply_watch_event(event: WatchEvent, teams: Mapping[str, int] | None = None) -> None:
+    if event.type == "BOOKMARK":
+        pass
+    elif event.type == "DELETED":
+        mark_deleted(event.object["metadata"]["uid"])
+    else:
+        upsert_workload(event.object, teams)
+    if event.resource_version:
+        SyncCursor.objects.update_or_create(
+            kind="Workload", defaults={"resource_version": event.resource_version}
+        )
+
+
+def watch_workloads(
+    backend: ClusterBackend, *, timeout_seconds: int = 60, rounds: int | None = None
+) -> int:
+    """Follow Workloads: resume from the stored resourceVersion, relist on 410
+    Gone (the client raises it after one resume). ``rounds`` bounds the loop
+    (tests); None runs forever. Returns how many events were applied."""
+    applied = 0
+    done = 0
+    cursor = SyncCursor.objects.filter(kind="Workload").first()
+    version = cursor.resource_version if cursor and cursor.resource_version else ""
+    if not version:
+        version = sync_workloads(backend)
+    while rounds is None or done < rounds:
+        done += 1
+        try:
+            teams = _team_ids()
+            for event in backend.watch(WORKLOAD, version, timeout_seconds=timeout_seconds):
+                apply_watch_event(event, teams)
+                applied += event.type != "BOOKMARK"
+                version = event.resource_version or version
+        except WatchExpired:
+            log.info("workload watch expired at %s; relisting", version)
+            version = sync_workloads(backend)
+    return applied
