@@ -11,6 +11,11 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self) -> None:
-        # Registers its Celery tasks in every process (web too): services
-        # queue them by name (queues.deferred).
-        from approvals import tasks  # noqa: F401
+        # Django's hook for start-up wiring, so these imports run once apps are
+        # loaded: tasks register by name (services queue them so), and jobs,
+        # below this app, learn of approvals without importing it.
+        from approvals import history, lifecycle, tasks  # noqa: F401
+        from jobs import follow, selectors
+
+        follow.register_refusal_check(lifecycle.refused)
+        selectors.register_timeline_source(history.job_timeline_steps)

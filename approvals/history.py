@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 
 from approvals.access import visible_to
 from approvals.models import ApprovalEvent
+from jobs.models import JobRequest
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 CSV_COLUMNS = (
@@ -88,3 +89,22 @@ def write_csv(rows: Iterable[dict[str, Any]], out: IO[str]) -> None:
                 for k, v in row.items()
             }
         )
+
+
+def job_timeline_steps(job: JobRequest) -> list[dict[str, Any]]:
+    """A job's approval steps (requested, approved, …) for its timeline."""
+    return [
+        {
+            "type": f"approval-{event.action}",
+            "at": event.at,
+            "reason": event.request.state,
+            "message": event.message,
+            "details": {
+                "approval_id": event.request_id,
+                "actor": event.actor.get_username() if event.actor else None,
+            },
+        }
+        for event in ApprovalEvent.objects.filter(request__job=job)
+        .select_related("actor", "request")
+        .order_by("at", "id")
+    ]

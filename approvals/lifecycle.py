@@ -312,3 +312,19 @@ def expire_requests(now: datetime) -> list[int]:
         )
         if expire(request, now)
     ]
+
+
+def refused(record: WorkloadRecord) -> bool:
+    """Deactivated because its latest approval request was rejected (or expired)
+    and that was written to the Workload (asked by jobs' follow step)."""
+    latest = (
+        ApprovalRequest.objects.filter(workload_uid=record.uid)
+        .order_by("-attempt")
+        .values_list("state", "written")
+        .first()
+    )
+    return (
+        latest is not None
+        and latest[1]
+        and latest[0] in (ApprovalState.REJECTED, ApprovalState.EXPIRED)
+    )

@@ -16,10 +16,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from cluster.models import ObservedNode, QueueStatus, WorkloadRecord, WorkloadState
+from cluster.declared import declared_seconds
+from cluster.models import LIVE_STATES, ObservedNode, QueueStatus, WorkloadRecord, WorkloadState
 from cluster.pace import Pace, cluster_pace
 from cluster.runtimes import Runtimes, recorded_runtimes
-from jobs.models import JobRequest
 from queues.engine.admission_fairness import consumed_from_status
 from queues.engine.configuration import manager_configuration
 from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
@@ -32,12 +32,6 @@ from queues.kueue.manager_config import NAMESPACE as MANAGER_NAMESPACE
 from queues.reconcile import desired_objects, policy_version
 
 # Workload states that hold quota or wait for it; the rest are history.
-LIVE = (
-    WorkloadState.PENDING,
-    WorkloadState.QUOTA_RESERVED,
-    WorkloadState.ADMITTED,
-    WorkloadState.EVICTED,
-)
 ENGINE_KINDS = {
     "ResourceFlavor": "resourceFlavors",
     "Cohort": "cohorts",
@@ -157,8 +151,6 @@ def _seconds(moment: datetime | None) -> float | None:
 @dataclass
 class ClusterState:
     scheduler: Scheduler
-    # workload key -> the job request it belongs to (only Berth's jobs)
-    jobs: dict[str, int]
     # How the cluster runs work: wall time per declared second, its delays.
     pace: Pace
     # What work recorded here ran for, for runtimes nobody declared.
@@ -201,17 +193,13 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
             saved = ((status or {}).get("fairSharing") or {}).get("admissionFairSharingStatus")
             if saved:
                 scheduler.ledger.consumed[f"{namespace}/{name}"] = consumed_from_status(saved)
-    declared: dict[int, float | None] = {}
-    job_of: dict[int, int] = {}
-    for job_id, workload_id, expected, limit in JobRequest.objects.filter(
-        workload__isnull=False, workload__state__in=LIVE
-    ).values_list("id", "workload_id", "expected_runtime_seconds", "max_runtime_seconds"):
-        seconds = expected or limit
-        declared[workload_id] = pace.wall(float(seconds)) if seconds else None
-        job_of[workload_id] = job_id
-    jobs: dict[str, int] = {}
+    live = WorkloadRecord.objects.filter(state__in=LIVE_STATES)
+    declared = {
+        workload_id: pace.wall(float(seconds))
+        for workload_id, seconds in declared_seconds(live).items()
+    }
     check_left: dict[str, float] = {}
-    rows = WorkloadRecord.objects.filter(state__in=LIVE).order_by("created_at", "id")
+    rows = live.order_by("created_at", "id")
     for row in rows.iterator(chunk_size=2000):
         if row.cluster_queue not in policy.cluster_queues:
             continue  # its queue is gone from the policy (being drained)
@@ -242,14 +230,12 @@ def cluster_state(now: datetime | None = None, policy: Policy | None = None) -> 
             evictions=row.evictions,
         )
         scheduler.add(workload)
-        if row.pk in job_of:
-            jobs[workload.key] = job_of[row.pk]
         if holds and not workload.is_admitted:
             # Waiting for its checks (an approval): answered by its deadline at the latest.
             since = row.reserved_at or row.synced_at
             due = since.timestamp() + pace.approval_timeout
             check_left[workload.key] = max(0.0, due - moment.timestamp())
-    return ClusterState(scheduler, jobs, pace, runtimes, moment, check_left)
+    return ClusterState(scheduler, pace, runtimes, moment, check_left)
 
 
 def _check_states(row: WorkloadRecord) -> dict[str, CheckState]:
@@ -288,13 +274,12 @@ def expected_arrivals(
             cluster_queue__in=list(policy.cluster_queues),
         ).order_by("created_at", "id")
     )
-    declared: dict[int, float] = {}
-    for workload_id, expected, limit in JobRequest.objects.filter(
-        workload__in=[row.pk for row in rows]
-    ).values_list("workload_id", "expected_runtime_seconds", "max_runtime_seconds"):
-        seconds = expected or limit
-        if seconds:
-            declared[workload_id] = pace.wall(float(seconds))
+    declared = {
+        workload_id: pace.wall(float(seconds))
+        for workload_id, seconds in declared_seconds(
+            WorkloadRecord.objects.filter(pk__in=[row.pk for row in rows])
+        ).items()
+    }
     arrivals = []
     for row in rows:
         runtime: float | None = declared.get(row.pk)

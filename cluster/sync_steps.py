@@ -25,7 +25,6 @@ from cluster.forecast import refresh_pending_forecasts
 from cluster.models import SyncStepHealth, SyncStepName
 from cluster.snapshots import snapshot_cluster, sync_queue_status
 from cluster.sync import sync_workloads
-from jobs.follow import follow_jobs
 from queues.backends import get_backend
 from queues.backends.base import BackendError, ClusterBackend
 
@@ -43,10 +42,6 @@ def _queue_status(backend: BackendFactory) -> dict[str, Any]:
     return {"queue_statuses": sync_queue_status(backend())}
 
 
-def _jobs(backend: BackendFactory) -> dict[str, Any]:
-    return {"jobs": follow_jobs(backend())}
-
-
 def _snapshots(backend: BackendFactory) -> dict[str, Any]:
     queues, capacity = snapshot_cluster(backend())
     return {"queues": queues, "capacity": capacity}
@@ -57,13 +52,26 @@ def _forecasts(backend: BackendFactory) -> dict[str, Any]:
     return {"forecasts": refresh_pending_forecasts()}
 
 
-STEPS: dict[SyncStepName, Callable[[BackendFactory], dict[str, Any]]] = {
+Step = Callable[[BackendFactory], dict[str, Any]]
+OWN_STEPS: dict[SyncStepName, Step] = {
     SyncStepName.WORKLOADS: _workloads,
     SyncStepName.QUEUE_STATUS: _queue_status,
-    SyncStepName.JOBS: _jobs,
     SyncStepName.SNAPSHOTS: _snapshots,
     SyncStepName.FORECASTS: _forecasts,
 }
+# Steps of the apps above, registered at start-up (jobs follows its jobs): a
+# lower layer may not import them. Each runs in its place in SyncStepName.
+_registered: dict[SyncStepName, Step] = {}
+
+
+def register_step(name: SyncStepName, run: Step) -> None:
+    _registered[name] = run
+
+
+def all_steps() -> dict[SyncStepName, Step]:
+    """Every step there is to run, in order."""
+    found = {**OWN_STEPS, **_registered}
+    return {name: found[name] for name in SyncStepName if name in found}
 
 
 @dataclass
@@ -85,8 +93,9 @@ def run_sync(
     that needs the cluster, so a cluster Berth cannot configure fails those
     steps (with its reason) and not the forecasts."""
     report = SyncReport()
-    wanted = set(STEPS if steps is None else steps)
-    for name, run in STEPS.items():
+    every = all_steps()
+    wanted = set(every if steps is None else steps)
+    for name, run in every.items():
         if name not in wanted:
             continue
         started, clock = timezone.now(), time.monotonic()

@@ -10,6 +10,13 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self) -> None:
-        # Registers its Celery tasks in every process (web too): services
-        # queue them by name (queues.deferred).
-        from jobs import tasks  # noqa: F401
+        # Django's hook for start-up wiring, so these imports run once apps are
+        # loaded: tasks register by name (services queue them so), and the
+        # cluster app, below this one, learns of jobs without importing it.
+        from cluster import declared
+        from cluster.models import SyncStepName
+        from cluster.sync_steps import register_step
+        from jobs import follow, selectors, tasks  # noqa: F401
+
+        declared.register(selectors.declared_runtimes)
+        register_step(SyncStepName.JOBS, follow.sync_step)

@@ -8,14 +8,13 @@ since its last checkpoint (all of it without checkpoints)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest, ApprovalState
 from cluster.models import EventType, WorkloadEvent, WorkloadRecord, WorkloadState
 from jobs.models import JobRequest, JobState
 from jobs.models.requests import TERMINAL_STATES
@@ -120,29 +119,29 @@ def _state(job: JobRequest, record: WorkloadRecord | None, phase: str, gone: boo
         return JobState.FAILED if gone else JobState(job.state)
     if state == JobState.ADMITTED and phase == "running":
         return JobState.RUNNING
-    if record.state == WorkloadState.DEACTIVATED and _approval_refused(record):
+    if record.state == WorkloadState.DEACTIVATED and _refused(record):
         return JobState.REJECTED
     return state or JobState(job.state)
 
 
-def _approval_refused(record: WorkloadRecord) -> bool:
-    """Deactivated because its latest approval request was rejected (or expired)
-    and that was written to the Workload."""
-    latest = (
-        ApprovalRequest.objects.filter(workload_uid=record.uid)
-        .order_by("-attempt")
-        .values_list("state", "written")
-        .first()
-    )
-    return (
-        latest is not None
-        and latest[1]
-        and latest[0]
-        in (
-            ApprovalState.REJECTED,
-            ApprovalState.EXPIRED,
-        )
-    )
+# Whether a deactivated workload was refused by whoever gates admission
+# (approvals registers at start-up: it sits above jobs, which may not import it).
+RefusalCheck = Callable[[WorkloadRecord], bool]
+_refusal_checks: list[RefusalCheck] = []
+
+
+def register_refusal_check(check: RefusalCheck) -> None:
+    if check not in _refusal_checks:
+        _refusal_checks.append(check)
+
+
+def _refused(record: WorkloadRecord) -> bool:
+    return any(check(record) for check in _refusal_checks)
+
+
+def sync_step(backend: Callable[[], ClusterBackend]) -> dict[str, Any]:
+    """The sync's ``jobs`` step (registered with ``cluster.sync_steps``)."""
+    return {"jobs": follow_jobs(backend())}
 
 
 def _job_objects(

@@ -2,51 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from accounts.roles import is_platform_admin
-from approvals.models import ApprovalEvent
-from cluster.models import QueueSnapshot, WorkloadRecord, WorkloadState
+from cluster.models import WorkloadRecord, WorkloadState
 from jobs.models import JobRequest
 from queues.selectors import team_ids_of
 
 GPU = "nvidia.com/gpu"
-
-
-def workload_counts() -> dict[str, int]:
-    """Workloads per state, deleted ones left out, in lifecycle order."""
-    counts = dict(
-        WorkloadRecord.objects.exclude(state=WorkloadState.DELETED)
-        .values_list("state")
-        .annotate(n=Count("id"))
-        .values_list("state", "n")
-    )
-    return {state.label: counts[state.value] for state in WorkloadState if counts.get(state.value)}
-
-
-def recent_workloads(limit: int = 10) -> QuerySet[WorkloadRecord]:
-    return WorkloadRecord.objects.select_related("team").order_by("-synced_at", "-id")[:limit]
-
-
-def latest_gpu_usage() -> list[QueueSnapshot]:
-    """Each ClusterQueue's GPU rows (one per flavor) from the newest snapshot."""
-    newest = QueueSnapshot.objects.aggregate(at=Max("at"))["at"]
-    if newest is None:
-        return []
-    return list(
-        QueueSnapshot.objects.filter(at=newest, resource=GPU).order_by("cluster_queue", "flavor")
-    )
-
-
-# What a workload can be while it holds quota or waits for it.
-LIVE_WORKLOAD_STATES = (
-    WorkloadState.PENDING,
-    WorkloadState.QUOTA_RESERVED,
-    WorkloadState.ADMITTED,
-    WorkloadState.EVICTED,
-)
 
 
 def workloads_for(user: Any) -> QuerySet[WorkloadRecord]:
@@ -71,6 +37,20 @@ def submitted_through_berth(
     return workloads.filter(made if through_berth else ~made)
 
 
+def declared_runtimes(workloads: QuerySet[WorkloadRecord]) -> dict[int, int]:
+    """Of these workloads, the seconds each one's job declared: the runtime
+    its team expects, else its limit (the queue class's by default). The
+    cluster app's forecasts ask this through ``cluster.declared``."""
+    declared: dict[int, int] = {}
+    for workload_id, expected, limit in JobRequest.objects.filter(
+        workload__in=workloads
+    ).values_list("workload_id", "expected_runtime_seconds", "max_runtime_seconds"):
+        seconds = expected or limit
+        if seconds:
+            declared[workload_id] = int(seconds)
+    return declared
+
+
 def jobs_for(user: Any) -> QuerySet[JobRequest]:
     """The jobs ``user`` may see: their teams' (all of them for an admin)."""
     jobs = JobRequest.objects.select_related("team", "submitted_by", "workload")
@@ -79,9 +59,20 @@ def jobs_for(user: Any) -> QuerySet[JobRequest]:
     return jobs.filter(team_id__in=team_ids_of(user))
 
 
+# Steps the apps above add to a job's timeline (approvals: requested, decided,
+# …), registered at start-up: jobs may not import them.
+TimelineSource = Callable[[JobRequest], list[dict[str, Any]]]
+_timeline_sources: list[TimelineSource] = []
+
+
+def register_timeline_source(source: TimelineSource) -> None:
+    if source not in _timeline_sources:
+        _timeline_sources.append(source)
+
+
 def timeline(job: JobRequest) -> list[dict[str, Any]]:
-    """Berth's own steps (submitted, created, approvals, cancelled) and the
-    workload's events."""
+    """Berth's own steps (submitted, created, cancelled), those the apps above
+    register (approvals), and the workload's events."""
     steps: list[dict[str, Any]] = [
         {"type": "submitted", "at": job.submitted_at, "reason": "", "message": "", "details": {}}
     ]
@@ -98,23 +89,8 @@ def timeline(job: JobRequest) -> list[dict[str, Any]]:
     if job.workload is not None:
         events = job.workload.events.order_by("at", "id")
         steps.extend(dict(e) for e in events.values("type", "at", "reason", "message", "details"))
-    for event in (
-        ApprovalEvent.objects.filter(request__job=job)
-        .select_related("actor", "request")
-        .order_by("at", "id")
-    ):
-        steps.append(
-            {
-                "type": f"approval-{event.action}",
-                "at": event.at,
-                "reason": event.request.state,
-                "message": event.message,
-                "details": {
-                    "approval_id": event.request_id,
-                    "actor": event.actor.get_username() if event.actor else None,
-                },
-            }
-        )
+    for more in _timeline_sources:
+        steps.extend(more(job))
     if job.cancelled_at:
         steps.append(
             {

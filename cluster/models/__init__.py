@@ -14,6 +14,7 @@ from cluster.models.rollups import (
     WaitRollup,
 )
 from cluster.models.workloads import (
+    LIVE_STATES,
     TRANSITION_ORDER,
     CapacitySnapshot,
     EventType,
@@ -28,6 +29,7 @@ from cluster.models.workloads import (
 
 __all__ = [
     "BUCKET_FIELDS",
+    "LIVE_STATES",
     "TRANSITION_ORDER",
     "WAIT_BUCKETS",
     "BorrowingRollup",

@@ -22,6 +22,15 @@ class WorkloadState(models.TextChoices):
     DELETED = "deleted", "Deleted from the cluster"
 
 
+# What a workload can be while it holds quota or waits for it.
+LIVE_STATES = (
+    WorkloadState.PENDING,
+    WorkloadState.QUOTA_RESERVED,
+    WorkloadState.ADMITTED,
+    WorkloadState.EVICTED,
+)
+
+
 class WorkloadRecord(models.Model):
     """A Kueue Workload as last seen on the cluster."""
 

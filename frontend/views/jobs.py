@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 
+from cluster.models import LIVE_STATES
 from frontend import charts
 from frontend.views.common import page, paginate, query_without
 from jobs import selectors
@@ -45,9 +46,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
             "page_query": query_without(request, "page"),
             # Workloads this list does not show: not submitted through Berth.
             "other_workloads": selectors.submitted_through_berth(
-                selectors.workloads_for(request.user).filter(
-                    state__in=selectors.LIVE_WORKLOAD_STATES
-                ),
+                selectors.workloads_for(request.user).filter(state__in=LIVE_STATES),
                 through_berth=False,
             ).count(),
         },

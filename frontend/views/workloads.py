@@ -7,9 +7,9 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 
-from cluster.models import WorkloadState
+from cluster.models import LIVE_STATES, WorkloadState
 from frontend.views.common import page, paginate, query_without
-from jobs.selectors import LIVE_WORKLOAD_STATES, submitted_through_berth, workloads_for
+from jobs.selectors import submitted_through_berth, workloads_for
 
 ORIGINS = {"berth": "submitted through Berth", "other": "created some other way"}
 
@@ -22,7 +22,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
         workloads = workloads.filter(state=state)
     elif state != "any":
         state = ""
-        workloads = workloads.filter(state__in=LIVE_WORKLOAD_STATES)
+        workloads = workloads.filter(state__in=LIVE_STATES)
     if queue := request.GET.get("queue", "").strip():
         workloads = workloads.filter(cluster_queue=queue)
     origin = request.GET.get("origin", "")
