@@ -4,18 +4,23 @@ number that should stay near zero; growing, the re-drive is failing)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from django.db.models import Count, Min
 from django.utils import timezone
 
 from approvals.models import DECIDED_STATES, ApprovalRequest, ApprovalState
-from cluster.exposition import Metric
+from queues.metric_families import Family, gauge
 
 
-def approval_metrics() -> list[Metric]:
+class ApprovalsCollector:
+    def collect(self) -> Iterator[Family]:
+        yield from approval_metrics()
+
+
+def approval_metrics() -> list[Family]:
     """Three families from two queries."""
-    requests = Metric(
-        "berth_approval_requests", "gauge", "Approval requests (urgent-release), by state."
-    )
+    requests = gauge("berth_approval_requests", "Approval requests (urgent-release), by state.")
     counts = dict(
         ApprovalRequest.objects.values_list("state")
         .annotate(n=Count("id"))
@@ -26,15 +31,13 @@ def approval_metrics() -> list[Metric]:
     waiting = ApprovalRequest.objects.filter(state=ApprovalState.PENDING).aggregate(
         oldest=Min("created_at")
     )["oldest"]
-    oldest = Metric(
+    oldest = gauge(
         "berth_approval_oldest_pending_seconds",
-        "gauge",
         "Seconds the oldest pending approval request has waited (0 when none waits).",
     )
     oldest.add((timezone.now() - waiting).total_seconds() if waiting else 0.0)
-    undelivered = Metric(
+    undelivered = gauge(
         "berth_approval_undelivered_decisions",
-        "gauge",
         "Decided approval requests whose decision is not on their Workload yet.",
     )
     undelivered.add(

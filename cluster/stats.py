@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Sum
+from django.db.models import Max, Sum
 from django.utils import timezone
 
 from cluster.models import (
@@ -27,7 +27,6 @@ from cluster.models import (
     WorkloadRecord,
     WorkloadState,
 )
-from jobs.models import JobRequest
 
 GPU = "nvidia.com/gpu"
 # Rows handed to templates and charts: plain dicts of plain values.
@@ -365,13 +364,6 @@ def queue_rows(now: datetime | None = None, names: Iterable[str] | None = None) 
     return rows
 
 
-def job_counts(team_ids: Iterable[int] | None = None) -> dict[str, int]:
-    jobs = JobRequest.objects.all()
-    if team_ids is not None:
-        jobs = jobs.filter(team_id__in=list(team_ids))
-    return dict(jobs.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
-
-
 __all__ = [
     "QueueRow",
     "Waits",
@@ -379,7 +371,6 @@ __all__ = [
     "capacity_now",
     "capacity_series",
     "daily_waits",
-    "job_counts",
     "pending_by_queue",
     "preemptions_since",
     "quantile",

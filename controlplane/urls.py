@@ -5,8 +5,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from cluster.metrics import metrics_view
 from controlplane import health
+from controlplane.metrics import metrics_view
 
 admin.site.site_header = "Berth administration"
 admin.site.site_title = "Berth"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.db.models import Exists, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 
 from accounts.roles import is_platform_admin
 from cluster.models import WorkloadRecord, WorkloadState
@@ -49,6 +49,14 @@ def declared_runtimes(workloads: QuerySet[WorkloadRecord]) -> dict[int, int]:
         if seconds:
             declared[workload_id] = int(seconds)
     return declared
+
+
+def job_counts(team_ids: Iterable[int] | None = None) -> dict[str, int]:
+    """Job requests by state (of these teams only, if given)."""
+    jobs = JobRequest.objects.all()
+    if team_ids is not None:
+        jobs = jobs.filter(team_id__in=list(team_ids))
+    return dict(jobs.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
 
 
 def jobs_for(user: Any) -> QuerySet[JobRequest]:

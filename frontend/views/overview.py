@@ -18,6 +18,7 @@ from frontend import charts
 from frontend.views.approvals import summary_for
 from frontend.views.common import page, visible_team_ids
 from jobs.models import JobState
+from jobs.selectors import job_counts
 from queues.models import DriftRecord, ReconcileRun
 
 # A step that has not run for this many sync intervals is late (beat or the
@@ -84,7 +85,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     capacity = stats.capacity_now()
     worst = stats.worst_waits(now - timedelta(days=1))
-    jobs = stats.job_counts(visible_team_ids(request.user))
+    jobs = job_counts(visible_team_ids(request.user))
     measured_by = stats.utilisation_source()
     # The simulated cluster's utilisation is made up, and says so in the legend.
     utilisation_source = "simulated" if measured_by == "simulated" else ""

@@ -1,33 +1,20 @@
-"""What the /metrics tests (``test_metrics*.py``) share: a small parser for
-the Prometheus text format, strict about what the tests rely on (HELP then
-TYPE before a family's samples, each family once, label values unescaped),
-lookups of samples by name and labels, ``scrape`` (GET /metrics, check the
-status and content type, parse), and the endpoint's URL and a label value
-with a quote, a backslash and a newline in it."""
+"""What the /metrics tests (``test_metrics*.py``) share: the page read by
+prometheus_client's own parser (each family once), lookups of samples by name
+and labels, ``scrape`` (GET /metrics, check the status and content type,
+parse), and the endpoint's URL and a label value with a quote, a backslash
+and a newline in it."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.test import Client
-
-from cluster.exposition import CONTENT_TYPE
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4 as CONTENT_TYPE
+from prometheus_client.parser import text_string_to_metric_families
 
 URL = "/metrics"
 ODD_REASON = 'Said "no" \\ then\nleft'
-
-
-# ---------------------------------------------------------------------------
-# A small parser for the text format, strict about what the tests rely on
-# ---------------------------------------------------------------------------
-
-_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
-_SAMPLE = re.compile(rf"^({_NAME})(\{{.*\}})? (\S+)$")
-_LABEL_NAME = re.compile(rf"({_NAME})=\"")
-_UNESCAPE = {"\\": "\\", '"': '"', "n": "\n"}
-_HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
 @dataclass
@@ -37,59 +24,20 @@ class Family:
     samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
 
 
-def parse_labels(text: str) -> dict[str, str]:
-    """``{a="x",b="y\\"z"}`` → {"a": "x", "b": 'y"z'}, undoing the escapes."""
-    assert text.startswith("{") and text.endswith("}"), text
-    body, labels, at = text[1:-1], {}, 0
-    while at < len(body):
-        match = _LABEL_NAME.match(body, at)
-        assert match, f"bad label at {body[at:]!r}"
-        at = match.end()
-        value: list[str] = []
-        while body[at] != '"':
-            if body[at] == "\\":
-                value.append(_UNESCAPE[body[at + 1]])
-                at += 2
-            else:
-                assert body[at] != "\n"
-                value.append(body[at])
-                at += 1
-        labels[match.group(1)] = "".join(value)
-        at += 1
-        if at < len(body):
-            assert body[at] == ",", body[at:]
-            at += 1
-    return labels
-
-
 def parse(text: str) -> dict[str, Family]:
-    """Families by name. Every family has HELP then TYPE before its samples,
-    appears once, and its samples follow it without another family between."""
+    """Families by name as written (a counter's with ``_total``), read by
+    prometheus_client's own parser."""
     assert text.endswith("\n")
     families: dict[str, Family] = {}
-    current: str | None = None
-    for line in text[:-1].split("\n"):
-        if line.startswith("# HELP "):
-            name, _, help_text = line[7:].partition(" ")
-            assert name not in families, f"{name} twice"
-            families[name] = Family(help=help_text)
-            current = name
-        elif line.startswith("# TYPE "):
-            name, _, kind = line[7:].partition(" ")
-            assert name == current and families[name].type is None, line
-            assert kind in ("gauge", "counter", "histogram"), line
-            families[name].type = kind
-        else:
-            match = _SAMPLE.match(line)
-            assert match, f"not a sample line: {line!r}"
-            name, labels, value = match.groups()
-            assert current is not None and families[current].type is not None, line
-            family = families[current]
-            allowed = {current}
-            if family.type == "histogram":
-                allowed = {current + suffix for suffix in _HISTOGRAM_SUFFIXES}
-            assert name in allowed, f"{name} inside family {current}"
-            family.samples.append((name, parse_labels(labels) if labels else {}, float(value)))
+    for read in text_string_to_metric_families(text):
+        family = Family(
+            help=read.documentation,
+            type=read.type,
+            samples=[(s.name, dict(s.labels), float(s.value)) for s in read.samples],
+        )
+        name = read.name + ("_total" if read.type == "counter" else "")
+        assert name not in families, f"{name} twice"
+        families[name] = family
     return families
 
 

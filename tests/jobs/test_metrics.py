@@ -269,7 +269,7 @@ def test_preemptions_and_evictions_by_reason(seeded: dict[str, Any], client: Cli
     response = client.get(URL)
     text = response.content.decode()
     # A reason with a quote, a backslash and a newline, escaped on the wire.
-    assert 'reason="Said \\"no\\" \\\\ then\\nleft"} 1\n' in text
+    assert 'reason="Said \\"no\\" \\\\ then\\nleft"} 1.0\n' in text
     families = parse(text)
     assert values(families, "berth_preempted_workloads_total") == {
         (("cluster_queue", "research"), ("reason", "InClusterQueue")): 3,  # both hours
