@@ -246,15 +246,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "controlplane.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "queues.api.conventions.Pagination",
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "controlplane.api.exception_handler",
+    "EXCEPTION_HANDLER": "queues.api.conventions.exception_handler",
     "DEFAULT_PARSER_CLASSES": [
-        "controlplane.api.JSONParser",
+        "queues.api.conventions.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

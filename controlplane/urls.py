@@ -30,4 +30,4 @@ urlpatterns = [
 
 handler404 = "frontend.views.errors.not_found"
 handler403 = "frontend.views.errors.permission_denied"
-handler500 = "controlplane.api.server_error"
+handler500 = "queues.api.conventions.server_error"

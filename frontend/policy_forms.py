@@ -9,8 +9,8 @@ from typing import Any
 
 from django.http import QueryDict
 
-from controlplane.api import flatten_errors
 from frontend.policy_kinds import MAX_FLAVORS, MAX_GROUPS, QUOTA_FIELDS, QUOTA_LABELS, Field, Kind
+from queues.api.conventions import flatten_errors
 from queues.errors import FieldError, PolicyInvalid
 
 # --------------------------------------------------------------------- the form

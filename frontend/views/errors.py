@@ -1,5 +1,5 @@
 """Error pages that keep the navigation and say what to do. Under /api/ the
-answers stay JSON (clients parse them: controlplane.api)."""
+answers stay JSON (clients parse them: queues.api.conventions)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     """What does not exist, and what exists but is not the visitor's to see:
     one answer for both, so another team's pages do not show they exist."""
     if request.path.startswith("/api/"):
-        # Imported here: controlplane.api is also DRF's parser setting, and this
+        # Imported here: queues.api.conventions is also DRF's parser setting, and this
         # module is the CSRF failure view Django imports while settings load.
-        from controlplane import api
+        from queues.api import conventions as api
 
         return api.not_found(request, exception)
     response = page(

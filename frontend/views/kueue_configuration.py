@@ -19,13 +19,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from controlplane.api import flatten_errors
 from frontend.kueue_config_form import form_sections, form_values, read_form, request_body
 from frontend.policy_kinds import OBJECT_HISTORY
 from frontend.policy_plan import PolicyPlan, dry_run
 from frontend.views.common import page
 from frontend.views.policy import admin_only, applied_banner, history_rows, posted_revision
 from queues import selectors, services, snapshots
+from queues.api.conventions import flatten_errors
 from queues.api.kueue_configuration import KueueConfigurationSerializer
 from queues.backends import configured_backend_writes_kueue_manager_config
 from queues.choices import PolicyKind

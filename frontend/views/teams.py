@@ -56,7 +56,7 @@ def _submit(request: HttpRequest, team: Team) -> tuple[dict[str, Any] | None, li
     data = _form_data(request.POST, team)
     serializer = JobSubmitSerializer(data=data)
     if not serializer.is_valid():
-        from controlplane.api import flatten_errors
+        from queues.api.conventions import flatten_errors
 
         return None, flatten_errors(serializer.errors)
     try:

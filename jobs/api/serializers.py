@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from approvals.models import ApprovalRequest, ApprovalState
-from approvals.notify import request_url
 from berth_cli import durations
 from cluster.models import WorkloadEvent
 from jobs.models import JobKind, JobRequest
@@ -102,43 +101,27 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["type", "at", "reason", "message", "details"]
 
 
-class JobApprovalSerializer(serializers.ModelSerializer):
-    """A job's latest approval request (``urgent-release`` queues), as ``berth
-    status`` and ``berth why`` show it. ``reason``: the approver's comment, the
-    rejection's reason, ``expired``, or why it was withdrawn; null when there is
-    none. ``url``: the request's page on the dashboard."""
+# A job's gate before it may start (today: the approval an urgent-release
+# queue requires) belongs to the app that gates, which sits above jobs: it
+# registers at start-up how a job's latest gate reads, and documents the
+# field's schema (approvals.job_section).
+GateView = Callable[[JobRequest], dict[str, Any] | None]
+_gate_views: list[GateView] = []
 
-    state = serializers.ChoiceField(choices=ApprovalState.choices, read_only=True)
-    requested_at = serializers.DateTimeField(source="created_at", read_only=True)
-    deadline = serializers.DateTimeField(
-        source="expires_at",
-        read_only=True,
-        help_text="undecided by then, it is rejected as expired",
-    )
-    decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="username",
-        read_only=True,
-        allow_null=True,
-        help_text="the approver; null while pending and when expired or withdrawn",
-    )
-    reason = serializers.SerializerMethodField(
-        help_text="the approver's comment, the rejection's reason, expired, or why it was "
-        "withdrawn; null when there is none"
-    )
-    url = serializers.SerializerMethodField(help_text="the request's page on the dashboard")
 
-    class Meta:
-        model = ApprovalRequest
-        fields = [
-            "id", "state", "requested_at", "deadline", "decided_by", "decided_at", "reason", "url",
-        ]  # fmt: skip
-        read_only_fields = fields
+def register_gate_view(view: GateView) -> None:
+    if view not in _gate_views:
+        _gate_views.append(view)
 
-    def get_reason(self, request: ApprovalRequest) -> str | None:
-        return request.comment or None
 
-    def get_url(self, request: ApprovalRequest) -> str:
-        return request_url(request)
+class GateField(serializers.Field):
+    """The job's latest gate, as the registered view reads it; null when none."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(source="*", read_only=True, allow_null=True, **kwargs)
+
+    def to_representation(self, job: JobRequest) -> dict[str, Any] | None:
+        return next((found for view in _gate_views if (found := view(job))), None)
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -156,7 +139,10 @@ class JobSerializer(serializers.ModelSerializer):
     gpu_hours_lost = serializers.SerializerMethodField()
     workload = serializers.SerializerMethodField()
     flavors = serializers.SerializerMethodField()
-    approval = serializers.SerializerMethodField()
+    approval = GateField(
+        help_text="the job's latest approval request (urgent-release queues); null for a job "
+        "that needed none"
+    )
 
     class Meta:
         model = JobRequest
@@ -191,17 +177,6 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_flavors(self, job: JobRequest) -> dict[str, Any]:
         return dict(job.workload.flavors) if job.workload else {}
-
-    @extend_schema_field(JobApprovalSerializer(allow_null=True))
-    def get_approval(self, job: JobRequest) -> dict[str, Any] | None:
-        """The latest request (highest attempt); null for a job that needed none."""
-        latest = (
-            ApprovalRequest.objects.filter(job=job)
-            .select_related("decided_by")
-            .order_by("-attempt", "-created_at", "-id")
-            .first()
-        )
-        return dict(JobApprovalSerializer(latest).data) if latest is not None else None
 
 
 class JobListSerializer(JobSerializer):
