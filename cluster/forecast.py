@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import transaction
+from django.utils import timezone
+
+from cluster.models import PendingForecast, WorkloadRecord
 from cluster.state import ClusterState, cluster_state, pod_set
 from queues.display import kueue_text
 from queues.engine.assign import Mode
@@ -290,11 +294,6 @@ def refresh_pending_forecasts(now: datetime | None = None) -> int:
     """Explain and estimate every pending workload sync knows, in one pass over
     the engine (two forward runs for all start estimates), and store it for the
     pages. Returns how many forecasts are stored."""
-    from django.db import transaction
-    from django.utils import timezone
-
-    from cluster.models import PendingForecast, WorkloadRecord
-
     moment = now or timezone.now()
     state = cluster_state(moment)
     scheduler = state.scheduler

@@ -27,6 +27,7 @@ from cluster.models import (
     WorkloadRecord,
     WorkloadState,
 )
+from queues.models import ClusterQueue
 
 GPU = "nvidia.com/gpu"
 # Rows handed to templates and charts: plain dicts of plain values.
@@ -315,8 +316,6 @@ class QueueRow:
 def queue_rows(now: datetime | None = None, names: Iterable[str] | None = None) -> list[QueueRow]:
     """Every ClusterQueue of the policy (or those named) with its GPU figures
     and wait statistics."""
-    from queues.models import ClusterQueue
-
     now = now or timezone.now()
     wanted = list(names) if names is not None else None
     usage = queue_usage(queues=wanted)

@@ -22,7 +22,8 @@ from typing import Any
 
 from django.conf import settings
 
-from cluster.models import WorkloadRecord, WorkloadState
+from cluster.models import TeamUsageSnapshot, WorkloadRecord, WorkloadState
+from queues.models import TeamNamespace
 
 log = logging.getLogger(__name__)
 GPU = "nvidia.com/gpu"
@@ -152,9 +153,6 @@ def busy_gpus(
 
 def snapshot_teams(at: datetime) -> int:
     """One TeamUsageSnapshot per team at ``at``: its namespaces summed."""
-    from cluster.models import TeamUsageSnapshot
-    from queues.models import TeamNamespace
-
     allocated, busy, where = by_namespace()
     teams: dict[int, list[float | int | None]] = {}
     for namespace, team_id in TeamNamespace.objects.values_list("name", "team_id"):

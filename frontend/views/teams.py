@@ -22,6 +22,7 @@ from jobs import services as job_services
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import JobRequest
 from jobs.models.requests import TERMINAL_STATES
+from queues.api.conventions import flatten_errors
 from queues.display import duration
 from queues.errors import FieldError, PolicyInvalid
 from queues.models import ClusterQueue, LocalQueue, Team, TeamMembership
@@ -56,8 +57,6 @@ def _submit(request: HttpRequest, team: Team) -> tuple[dict[str, Any] | None, li
     data = _form_data(request.POST, team)
     serializer = JobSubmitSerializer(data=data)
     if not serializer.is_valid():
-        from queues.api.conventions import flatten_errors
-
         return None, flatten_errors(serializer.errors)
     try:
         if "preview" in request.POST:

@@ -23,6 +23,7 @@ from accounts.permissions import PlatformAdminOnly
 from queues.kueue.render import to_yaml_documents
 from queues.models import ReconcileRun
 from queues.reconcile import manifest_objects, policy_version
+from queues.tasks import plan_policy, reconcile_policy
 
 
 def _finished_run(result: Any) -> ReconcileRun | None:
@@ -137,8 +138,6 @@ class PlanView(APIView):
 
     @extend_schema(request=None, responses={202: ReconcileRunSerializer})
     def post(self, request: Request) -> Response:
-        from queues.tasks import plan_policy
-
         run = _finished_run(plan_policy.delay())
         body = dict(ReconcileRunSerializer(run).data) if run else {"detail": "planning"}
         return Response(body, status=status.HTTP_202_ACCEPTED)
@@ -151,8 +150,6 @@ class ReconcileView(APIView):
 
     @extend_schema(request=None, responses={202: ReconcileRunSerializer})
     def post(self, request: Request) -> Response:
-        from queues.tasks import reconcile_policy
-
         run = _finished_run(reconcile_policy.delay(ReconcileRun.Trigger.MANUAL))
         body = dict(ReconcileRunSerializer(run).data) if run else {"detail": "reconciling"}
         return Response(body, status=status.HTTP_202_ACCEPTED)
