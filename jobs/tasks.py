@@ -5,11 +5,10 @@ the object it already made."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from celery import shared_task
 
-from cluster.retry import retry_later
+from cluster.retry import ClusterTask
 from jobs.services import (
     create_on_cluster,
     delete_failed,
@@ -22,33 +21,28 @@ from queues.backends.base import BackendError
 from queues.deferred import send
 
 
-@shared_task(name="jobs.tasks.create_job", bind=True, acks_late=True, max_retries=5)
-def create_job(self: Any, job_id: int) -> str:
+@shared_task(name="jobs.tasks.create_job", base=ClusterTask, acks_late=True)
+def create_job(job_id: int) -> str:
     """Create a submitted job on the cluster, exactly once however often it runs.
-    Cluster errors end here: the job is rejected (refused, unconfigured cluster,
-    attempts spent) or retried; none is raised to the caller."""
+    The job is rejected when the cluster refuses it, is not configured, or
+    attempts are spent; a transient error is retried (``ClusterTask``)."""
     try:
         backend = get_backend()
     except BackendError as exc:  # BERTH_CLUSTER=kubernetes with no configuration
         return not_configured(job_id, exc)
-    try:
-        return create_on_cluster(backend, job_id)
-    except BackendError as exc:  # only transient ones get here
-        return retry_later(self, exc)
+    return create_on_cluster(backend, job_id)
 
 
-@shared_task(name="jobs.tasks.delete_job", bind=True, acks_late=True, max_retries=5)
-def delete_job(self: Any, job_id: int) -> str:
+@shared_task(name="jobs.tasks.delete_job", base=ClusterTask, acks_late=True)
+def delete_job(job_id: int) -> str:
     """Delete a cancelled job's objects from the cluster. A refused delete is
-    said on the job (still ``cancelling``) and left to the sweeper."""
+    said on the job (still ``cancelling``) and left to the sweeper; a transient
+    error is retried (``ClusterTask``)."""
     try:
         backend = get_backend()
     except BackendError as exc:
         return delete_failed(job_id, exc)
-    try:
-        return delete_from_cluster(backend, job_id)
-    except BackendError as exc:  # only transient ones get here
-        return retry_later(self, exc)
+    return delete_from_cluster(backend, job_id)
 
 
 @shared_task(name="jobs.tasks.sweep_jobs", acks_late=True, ignore_result=True)
