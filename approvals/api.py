@@ -23,6 +23,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.api.hidden_objects import HiddenObjectsLogged
 from accounts.models import AccessDenial
 from accounts.services import record_access_denial
 from approvals.access import NotAllowed, decidable_now, visible_to
@@ -202,7 +203,12 @@ CONFLICT = OpenApiResponse(description="already decided (the detail names who de
 INVALID = OpenApiResponse(description="bad input (a rejection without a reason, a long comment)")
 
 
-class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ApprovalViewSet(
+    HiddenObjectsLogged,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
     """Approval requests for queues that need one (``urgent-release``), and their decisions."""
 
     permission_classes = [IsAuthenticated]

@@ -26,11 +26,11 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
 from accounts.models import AccessDenial
-from accounts.roles import is_platform_admin
 from accounts.services import record_access_denial
 from approvals.metrics import ApprovalsCollector
 from cluster.metrics import ClusterCollector
 from jobs.metrics import JobsCollector
+from queues.access import may_change_policy
 from queues.metrics import ReconcileCollector
 
 
@@ -101,7 +101,7 @@ def refusal(request: HttpRequest) -> HttpResponse | None:
         response = _text(UNAUTHORIZED_TEXT, 401)
         response["WWW-Authenticate"] = 'Bearer realm="berth-metrics"'
         return response
-    if from_loopback(request) or is_platform_admin(getattr(request, "user", None)):
+    if from_loopback(request) or may_change_policy(getattr(request, "user", None)):
         return None
     record_access_denial(
         request,

@@ -7,10 +7,9 @@ from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 
-from accounts.roles import is_platform_admin
 from cluster.models import WorkloadRecord, WorkloadState
 from jobs.models import JobRequest
-from queues.selectors import team_ids_of
+from queues.access import visible_to
 
 GPU = "nvidia.com/gpu"
 
@@ -24,9 +23,7 @@ def workloads_for(user: Any) -> QuerySet[WorkloadRecord]:
     workloads = WorkloadRecord.objects.exclude(state=WorkloadState.DELETED).annotate(
         berth_job=Subquery(berth_job[:1])
     )
-    if is_platform_admin(user):
-        return workloads
-    return workloads.filter(team_id__in=team_ids_of(user))
+    return visible_to(user, workloads)
 
 
 def submitted_through_berth(
@@ -62,9 +59,7 @@ def job_counts(team_ids: Iterable[int] | None = None) -> dict[str, int]:
 def jobs_for(user: Any) -> QuerySet[JobRequest]:
     """The jobs ``user`` may see: their teams' (all of them for an admin)."""
     jobs = JobRequest.objects.select_related("team", "submitted_by", "workload")
-    if is_platform_admin(user):
-        return jobs
-    return jobs.filter(team_id__in=team_ids_of(user))
+    return visible_to(user, jobs)
 
 
 # Steps the apps above add to a job's timeline (approvals: requested, decided,

@@ -7,7 +7,8 @@ from typing import Any
 from django.db.models import Prefetch, Q, QuerySet
 
 from accounts.roles import is_platform_admin
-from queues.choices import PolicyKind, TeamRole
+from queues.access import team_ids_of, visible_to
+from queues.choices import PolicyKind
 from queues.models import (
     ClusterQueue,
     Cohort,
@@ -68,21 +69,10 @@ def kueue_configuration() -> KueueConfiguration:
     return stored or KueueConfiguration.unsaved()
 
 
-def team_ids_of(user: Any, *, roles: tuple[str, ...] = tuple(TeamRole.values)) -> set[int]:
-    """The teams in which ``user`` holds one of ``roles``."""
-    if not getattr(user, "is_authenticated", False):
-        return set()
-    return set(
-        TeamMembership.objects.filter(user=user, role__in=roles).values_list("team_id", flat=True)
-    )
-
-
 def private_teams_for(user: Any) -> QuerySet[Team]:
     """Teams whose private parts (members, later jobs) ``user`` may see: their own
     teams, or all of them for a platform admin."""
-    if is_platform_admin(user):
-        return Team.objects.all()
-    return Team.objects.filter(pk__in=team_ids_of(user))
+    return visible_to(user, Team.objects.all(), team="pk")
 
 
 def memberships_of(team: Team) -> QuerySet[TeamMembership]:

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts import services
+from accounts.api.hidden_objects import HiddenObjectsLogged
 from accounts.api.serializers import (
     AccessDenialSerializer,
     ApiTokenSerializer,
@@ -21,6 +22,7 @@ from accounts.permissions import PlatformAdminOnly
 
 
 class ApiTokenViewSet(
+    HiddenObjectsLogged,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.DestroyModelMixin,

@@ -37,8 +37,9 @@ from approvals.access import (
 from approvals.decide import AlreadyDecided, decide
 from approvals.history import history_events, history_rows, write_csv
 from approvals.models import ApprovalRequest, ApprovalState
-from frontend.views.common import hidden, page, paginate, query_without
+from frontend.views.common import page, paginate, query_without
 from jobs import selectors as job_selectors
+from queues.access import refuse
 from queues.errors import FieldError, PolicyInvalid
 
 RECENT = 20  # decided requests on the inbox's first tab
@@ -66,7 +67,7 @@ def may_open_inbox(user: Any) -> bool:
 
 def _gate(request: HttpRequest) -> None:
     if not may_open_inbox(request.user):
-        raise hidden(request, "approvals are for approvers and the teams whose jobs wait for one")
+        raise refuse(request, "approvals are for approvers and the teams whose jobs wait for one")
 
 
 @dataclass(frozen=True)
@@ -231,10 +232,10 @@ def detail(request: HttpRequest, approval_id: int) -> HttpResponse:
     approval = _requests(user).select_related("reapproval_of").filter(pk=approval_id).first()
     if approval is None:
         if ApprovalRequest.objects.filter(pk=approval_id).exists():
-            raise hidden(
+            raise refuse(
                 request,
                 f"approval #{approval_id} belongs to another team",
-                "no such approval request of yours",
+                message="no such approval request of yours",
             )
         raise Http404("no such approval request of yours")
     status = 200

@@ -7,14 +7,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from django.core.paginator import Page, Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accounts.models import AccessDenial
 from accounts.roles import is_platform_admin
-from accounts.services import record_access_denial
 from frontend.vendor import PLOTLY_VERSION
-from queues.selectors import team_ids_of
 
 T = TypeVar("T")
 PAGE_SIZE = 50
@@ -42,11 +39,6 @@ def page(
             "is_admin": is_platform_admin(request.user),
         },
     )
-
-
-def visible_team_ids(user: Any) -> set[int] | None:
-    """None for an admin (every team); else the user's teams."""
-    return None if is_platform_admin(user) else team_ids_of(user)
 
 
 def sorted_rows(
@@ -79,10 +71,3 @@ def query_without(request: HttpRequest, *names: str) -> str:
         params.pop(name, None)
     encoded = params.urlencode()
     return f"{encoded}&" if encoded else ""
-
-
-def hidden(request: HttpRequest, detail: str, message: str = "no such page") -> Http404:
-    """A 404 for what exists but is not the user's to see, the attempt logged
-    (``detail`` says what was refused): raise the result."""
-    record_access_denial(request, reason=AccessDenial.Reason.FORBIDDEN, detail=detail)
-    return Http404(message)

@@ -14,7 +14,8 @@ from frontend.views.common import page, paginate, query_without
 from jobs import selectors
 from jobs.explain import WAITING, explain_job
 from jobs.filters import JobFilter
-from jobs.models import JobKind, JobState
+from jobs.models import JobKind, JobRequest, JobState
+from queues.access import refuse
 
 ORDERINGS = {
     "submitted_at": "submitted_at",
@@ -58,7 +59,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.jobs_for(request.user).filter(pk=job_id).first()
     if job is None:
-        raise Http404("no such job in your teams")  # another team's job does not exist
+        if JobRequest.objects.filter(pk=job_id).exists():  # another team's: as if it did not exist
+            raise refuse(
+                request, f"job {job_id}: another team's", message="no such job in your teams"
+            )
+        raise Http404("no such job in your teams")
     events = selectors.timeline(job)
     context = {
         "job": job,

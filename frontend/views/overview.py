@@ -16,9 +16,10 @@ from cluster.models import SyncStepName
 from cluster.sync_steps import health
 from frontend import charts
 from frontend.views.approvals import summary_for
-from frontend.views.common import page, visible_team_ids
+from frontend.views.common import page
 from jobs.models import JobState
 from jobs.selectors import job_counts
+from queues.access import visible_team_ids
 from queues.models import DriftRecord, ReconcileRun
 
 # A step that has not run for this many sync intervals is late (beat or the

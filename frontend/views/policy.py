@@ -29,7 +29,6 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from accounts.roles import is_platform_admin
 from frontend.kueue_config_form import summary as kueue_summary
 from frontend.policy_forms import (
     changes,
@@ -51,8 +50,9 @@ from frontend.policy_kinds import (
     names_of,
 )
 from frontend.policy_plan import FieldChange, PolicyPlan, dry_run, leaf_changes
-from frontend.views.common import hidden, page, paginate
+from frontend.views.common import page, paginate
 from queues import selectors, snapshots
+from queues.access import may_change_policy, refuse
 from queues.choices import (
     CapacityType,
     ChangeAction,
@@ -132,8 +132,8 @@ def admin_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not is_platform_admin(request.user):
-            raise hidden(request, "the policy editor is for platform admins")
+        if not may_change_policy(request.user):
+            raise refuse(request, "the policy editor is for platform admins")
         return view(request, *args, **kwargs)
 
     return login_required(wrapped)

@@ -16,12 +16,13 @@ from django.shortcuts import redirect
 from cluster import stats
 from cluster.borrowing import borrowing_now
 from cluster.models import TeamUsageSnapshot
-from frontend.views.common import page, visible_team_ids
+from frontend.views.common import page
 from jobs import selectors as job_selectors
 from jobs import services as job_services
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import JobRequest
 from jobs.models.requests import TERMINAL_STATES
+from queues.access import may_see_team, refuse, visible_team_ids
 from queues.api.conventions import flatten_errors
 from queues.display import duration
 from queues.errors import FieldError, PolicyInvalid
@@ -35,9 +36,10 @@ FORM_FIELDS = (
 
 def _team(request: HttpRequest, slug: str) -> Team:
     team = Team.objects.filter(slug=slug).first()
-    visible = visible_team_ids(request.user)
-    if team is None or (visible is not None and team.pk not in visible):
+    if team is None:
         raise Http404("no such team of yours")
+    if not may_see_team(request.user, team.pk):
+        raise refuse(request, f"team {slug}: not a member", message="no such team of yours")
     return team
 
 

@@ -9,14 +9,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 
-from accounts.roles import is_platform_admin
 from frontend import charts
 from frontend.templatetags.berth import duration
 from frontend.views.common import page
+from queues.access import may_change_policy, refuse
 from queues.errors import FieldError, PolicyInvalid
 from whatif import service as whatif
 from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
@@ -43,8 +43,8 @@ WAITS = {key for key, _, kind, _ in METRICS if kind == "duration"}
 
 
 def _admin_only(request: HttpRequest) -> None:
-    if not is_platform_admin(request.user):
-        raise Http404("no such page")
+    if not may_change_policy(request.user):
+        raise refuse(request, "what-if is for platform admins")
 
 
 def _unit(resource: str) -> str:

@@ -21,10 +21,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from jobs.submission import QueueOffer, queue_offer
+from queues.access import team_ids_of
 from queues.choices import CapacityType
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from queues.quantity import format_canonical
-from queues.selectors import team_ids_of
 
 
 class QuotaSerializer(serializers.Serializer):

@@ -14,6 +14,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.api.hidden_objects import HiddenObjectsLogged
 from jobs import selectors, services
 from jobs.api.serializers import (
     JobEventSerializer,
@@ -49,6 +50,7 @@ def _flag(value: str | None) -> bool:
 
 
 class JobViewSet(
+    HiddenObjectsLogged,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,

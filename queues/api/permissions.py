@@ -6,7 +6,7 @@ from rest_framework import permissions
 from rest_framework.request import Request
 
 from accounts.permissions import PlatformAdminOnly
-from accounts.roles import is_platform_admin
+from queues.access import may_change_policy
 
 __all__ = ["PlatformAdminOnly", "ReadPolicyOrAdminWrites"]
 
@@ -21,4 +21,4 @@ class ReadPolicyOrAdminWrites(permissions.BasePermission):
             return False
         if request.method in permissions.SAFE_METHODS:
             return True
-        return is_platform_admin(request.user)
+        return may_change_policy(request.user)

@@ -15,9 +15,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import AccessDenial
-from accounts.roles import is_platform_admin
 from accounts.services import record_access_denial
 from queues import filters, selectors, services
+from queues.access import may_change_policy
 from queues.api import serializers
 from queues.api.permissions import ReadPolicyOrAdminWrites
 from queues.errors import PolicyInvalid
@@ -145,7 +145,7 @@ class TeamViewSet(PolicyViewSet):
         team = self._private_team(request, slug)
         if request.method == "GET":
             return self._members(team)
-        if not is_platform_admin(request.user):
+        if not may_change_policy(request.user):
             raise PermissionDenied("Only platform admins change team membership.")
         serializer = serializers.MembershipSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -170,7 +170,7 @@ class TeamViewSet(PolicyViewSet):
     )
     def remove_member(self, request: Request, slug: str, username: str) -> Response:
         team = self._private_team(request, slug)
-        if not is_platform_admin(request.user):
+        if not may_change_policy(request.user):
             raise PermissionDenied("Only platform admins change team membership.")
         services.set_membership(
             actor=request.user,

@@ -1,0 +1,87 @@
+"""Who may see and do what, in one place for the API and the pages.
+
+Roles come from ``accounts.roles`` (platform admin, global approver) and team
+memberships from here. The rules:
+
+- every signed-in user reads the policy; only platform admins change it, run
+  what-ifs, read the access log and see every team;
+- a team member sees their teams' private parts (members, jobs, workloads,
+  approvals of their jobs) and submits to their teams;
+- approval requests add the approvers' rule (``approvals.access``, built on
+  these teams).
+
+Another team's object answers 404, as if it did not exist; a page or action
+for admins answers 403 under the API and 404 on the pages. Every refusal goes
+through ``refuse`` (pages) or the API's exception handler, both of which record
+it in the access log (``accounts.services.record_access_denial``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from django.db.models import Model, QuerySet
+from django.http import Http404, HttpRequest
+
+from accounts.models import AccessDenial
+from accounts.roles import is_global_approver, is_platform_admin
+from accounts.services import record_access_denial
+from queues.choices import TeamRole
+from queues.models import TeamMembership
+
+__all__ = [
+    "is_global_approver",
+    "is_platform_admin",
+    "may_change_policy",
+    "may_see_team",
+    "refuse",
+    "team_ids_of",
+    "visible_team_ids",
+    "visible_to",
+]
+
+
+def may_change_policy(user: Any) -> bool:
+    """Policy writes, what-if runs, the access log: platform admins."""
+    return is_platform_admin(user)
+
+
+def team_ids_of(user: Any, *, roles: tuple[str, ...] = tuple(TeamRole.values)) -> set[int]:
+    """The teams in which ``user`` holds one of ``roles``."""
+    if not getattr(user, "is_authenticated", False):
+        return set()
+    return set(
+        TeamMembership.objects.filter(user=user, role__in=roles).values_list("team_id", flat=True)
+    )
+
+
+def visible_team_ids(user: Any) -> set[int] | None:
+    """The teams whose private parts ``user`` sees: None means every team (an admin)."""
+    return None if is_platform_admin(user) else team_ids_of(user)
+
+
+def may_see_team(user: Any, team_id: int | None) -> bool:
+    visible = visible_team_ids(user)
+    return visible is None or (team_id is not None and team_id in visible)
+
+
+M = TypeVar("M", bound=Model)
+
+
+def visible_to(user: Any, objects: QuerySet[M], team: str = "team_id") -> QuerySet[M]:
+    """``objects`` (of a model with a team) that ``user`` may see."""
+    visible = visible_team_ids(user)
+    return objects if visible is None else objects.filter(**{f"{team}__in": visible})
+
+
+def refuse(
+    request: HttpRequest,
+    detail: str,
+    *,
+    reason: str = AccessDenial.Reason.FORBIDDEN,
+    message: str = "no such page",
+) -> Http404:
+    """Record a refused attempt (``detail`` says what was refused) and return
+    the 404 to raise: what is not the user's to see does not exist for them."""
+    record_access_denial(request, reason=reason, detail=detail)
+    return Http404(message)
