@@ -464,6 +464,15 @@ def _class_rules(
                 "give one, or set spot_allowed to false",
             )
         )
+    if data.get("min_nodes") is not None and queue_class and queue_class.gang_required:
+        errors.append(
+            FieldError(
+                "min_nodes",
+                "gang-required",
+                f"queue class {class_name} starts all of a job's nodes together (a gang): "
+                "leave min_nodes out, or use a queue class that admits part of a job",
+            )
+        )
     runtime = data.get("max_runtime_seconds")
     limit = queue_class.max_runtime_seconds if queue_class else None
     if runtime is not None and limit is not None and runtime > limit:

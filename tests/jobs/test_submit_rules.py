@@ -56,9 +56,12 @@ CASES = [
     ("gpu_count", "unknown-field", {"gpu_count": 8}),
     ("team", "unknown-team", {"team": "serving"}),
     ("namespace", "not-team-namespace", {"team": "research", "namespace": "serving"}),
-    ("min_nodes", "job-kind-only", {"kind": "JobSet", "nodes": 2, "min_nodes": 1}),
-    ("min_nodes", "range", {"nodes": 2, "min_nodes": 3}),
-    ("min_nodes", "min_value", {"nodes": 2, "min_nodes": 0}),
+    ("min_nodes", "job-kind-only",
+     {"queue": "research-dev", "kind": "JobSet", "nodes": 2, "min_nodes": 1}),
+    ("min_nodes", "range", {"queue": "research-dev", "nodes": 2, "min_nodes": 3}),
+    ("min_nodes", "min_value", {"queue": "research-dev", "nodes": 2, "min_nodes": 0}),
+    # training-large is a gang class: all of a job's nodes start together.
+    ("min_nodes", "gang-required", {"nodes": 2, "min_nodes": 1}),
     ("topology_preferred", "one-of",
      {"topology_required": "topology.berth.dev/rack",
       "topology_preferred": "topology.berth.dev/block"}),
@@ -226,3 +229,13 @@ def test_anonymous_cannot_submit(org: Org) -> None:
 
     assert APIClient().post(URL, job(), format="json").status_code == 401
     assert JobRequest.objects.count() == 0
+
+
+def test_partial_admission_is_taken_where_the_class_is_no_gang(org: Org) -> None:
+    # interactive-dev admits part of a job; training-large (the default) refuses it above.
+    response = org.alice.post(
+        URL + "?dry_run=true",
+        job(queue="research-dev", nodes=2, gpus_per_node=1, min_nodes=1),
+        format="json",
+    )
+    assert response.status_code == 200, response.content
