@@ -10,6 +10,7 @@ from typing import Any
 
 from celery import shared_task
 
+from cluster import retention
 from cluster.sync_steps import run_sync
 
 
@@ -21,3 +22,10 @@ def sync_cluster() -> dict[str, Any]:
     stops none of the others, and each step's health is recorded. Returns the
     list's resourceVersion and row counts, and ``errors`` by step if any failed."""
     return run_sync().as_dict()
+
+
+@shared_task(name="cluster.tasks.prune_history", acks_late=True, ignore_result=True)
+def prune_history() -> dict[str, object]:
+    """Keep recorded history within its retention (``cluster.retention``);
+    batched, and safe to run again or alongside sync."""
+    return retention.prune_history().as_dict()

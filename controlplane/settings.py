@@ -52,6 +52,14 @@ LOG_LEVEL = env.choice(
     "BERTH_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
 ).upper()
 BERTH_AUDIT_RETENTION_DAYS = env.number("BERTH_AUDIT_RETENTION_DAYS", 90, minimum=1)
+# How long recorded history is kept (cluster/retention.py): snapshots thinned
+# as they age, ended workloads, hourly rollups, reconcile runs.
+BERTH_SNAPSHOTS_FULL_HOURS = env.number("BERTH_SNAPSHOTS_FULL_HOURS", 1, minimum=1)
+BERTH_SNAPSHOTS_5MIN_HOURS = env.number("BERTH_SNAPSHOTS_5MIN_HOURS", 48, minimum=1)
+BERTH_SNAPSHOTS_HOURLY_DAYS = env.number("BERTH_SNAPSHOTS_HOURLY_DAYS", 90, minimum=1)
+BERTH_WORKLOAD_RETENTION_DAYS = env.number("BERTH_WORKLOAD_RETENTION_DAYS", 90, minimum=1)
+BERTH_ROLLUP_RETENTION_DAYS = env.number("BERTH_ROLLUP_RETENTION_DAYS", 400, minimum=1)
+BERTH_RECONCILE_RETENTION_DAYS = env.number("BERTH_RECONCILE_RETENTION_DAYS", 90, minimum=1)
 # Reconcile after every policy change (and every BERTH_RECONCILE_INTERVAL s anyway).
 BERTH_RECONCILE_ON_CHANGE = env.flag("BERTH_RECONCILE_ON_CHANGE", True)
 BERTH_RECONCILE_INTERVAL = env.number("BERTH_RECONCILE_INTERVAL", 60, minimum=5)
@@ -324,6 +332,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "accounts.tasks.prune_access_denials",
         "schedule": 6 * 60 * 60,
     },
+    # Snapshots thinned as they age; ended workloads, old rollups and runs dropped.
+    "prune-history": {"task": "cluster.tasks.prune_history", "schedule": 60 * 60},
     # Level-based: repairs drift and catches anything a lost task missed.
     "reconcile-policy": {
         "task": "queues.tasks.reconcile_policy",
