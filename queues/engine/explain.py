@@ -10,23 +10,27 @@ cycle after that cycle has been rehearsed on a copy of the scheduler: an entry
 the cycle considers first (another queue's head, say) may take the capacity,
 and is then named. One behind its queue's head is promised only if the cycles
 that follow, with nothing else changing, reach and admit it (a StrictFIFO head
-that does not fit blocks it). Every field is machine-readable; ``message`` is the same in
-plain English.
+that does not fit blocks it); ``queues.engine.rehearsal`` runs those rehearsals.
+Every field is machine-readable; ``message`` is the same in plain English.
 
 Pure Python: no Django, no kubernetes client.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from queues.engine.assign import Assignment, Mode, QuotaCheck
 from queues.engine.messages import kubernetes_quantity
 from queues.engine.model import FlavorResource, Workload
-from queues.engine.runner import run_cycles
-from queues.engine.scheduler import CycleResult, Entry, Scheduler, Target
+from queues.engine.rehearsal import (
+    behind_sentence,
+    fits_sentence,
+    rehearse_next_cycle,
+    rehearse_until_stable,
+)
+from queues.engine.scheduler import Scheduler
 
 
 @dataclass
@@ -135,173 +139,16 @@ def explain(scheduler: Scheduler, key: str) -> Explanation:
             "Fits" if explanation.reason in ("Queued", "Fits") else explanation.reason
         )
         if position and position > 1:
-            explanation.next_cycle = _rehearse_behind(scheduler, key)
-            explanation.message = _behind_sentence(explanation.next_cycle, position, queue_name)
+            explanation.next_cycle = rehearse_until_stable(scheduler, key)
+            explanation.message = behind_sentence(explanation.next_cycle, position, queue_name)
         else:
-            explanation.next_cycle = _rehearse(scheduler, key, assignment.usage)
-            explanation.message = _fits_sentence(explanation.next_cycle)
+            explanation.next_cycle = rehearse_next_cycle(scheduler, key, assignment.usage)
+            explanation.message = fits_sentence(explanation.next_cycle)
     else:
         explanation.preemption = _preemption(scheduler, workload, assignment)
         explanation.suggestions = _suggestions(scheduler, workload, assignment)
         explanation.message = _sentence(explanation)
     return explanation
-
-
-def _rehearse(scheduler: Scheduler, key: str, usage: dict[FlavorResource, int]) -> dict[str, Any]:
-    """Run the next scheduling cycle on a deep copy (parked workloads queued
-    again first, as Kueue does a moment after capacity changes) and report what
-    it does with ``key``; when it leaves it pending, name every entry processed
-    before it that reduced what is free to it in a flavor-resource it needs."""
-    trial = copy.deepcopy(scheduler)
-    trial.apply_unpark_requests()
-    queue = trial.workloads[key].cluster_queue
-    node = trial.tree.queues[queue]
-    needed = [fr for fr, amount in sorted(usage.items()) if amount]
-    takers: list[tuple[str, str, list[FlavorResource]]] = []
-    reached = False
-    process = trial._process
-
-    def watched(
-        entry: Entry, victims: dict[str, Target], admitted_now: set[str], result: CycleResult
-    ) -> None:
-        nonlocal reached
-        if entry.workload.key == key or reached:
-            reached = True
-            process(entry, victims, admitted_now, result)
-            return
-        before = {fr: node.available(fr) for fr in needed}
-        process(entry, victims, admitted_now, result)
-        taken = [fr for fr in needed if node.available(fr) < before[fr]]
-        if taken:
-            takers.append((entry.workload.key, entry.queue.name, taken))
-
-    # The copy is thrown away: watching its entries cannot change the real cycle.
-    trial._process = watched  # type: ignore[method-assign]
-    result = trial.cycle()
-    if key in result.admitted:
-        return {"outcome": "admitted", "reason": "Admitted", "taken_by": []}
-    if key in result.reserved:
-        waiting = sorted(trial.workloads[key].check_states)
-        return {
-            "outcome": "quota-reserved",
-            "reason": "QuotaReserved",
-            "admission_checks": waiting,
-            "taken_by": [],
-        }
-    if key not in result.evaluated:
-        return {"outcome": "not-considered", "reason": None, "taken_by": []}
-    pending = result.evaluated[key]
-    return {
-        "outcome": "pending",
-        "reason": pending.reason,
-        "message": pending.message,
-        "taken_by": [
-            {
-                "workload": taker,
-                "cluster_queue": taker_queue,
-                "outcome": _outcome(result, taker),
-                "flavor_resources": [{"flavor": f, "resource": r} for f, r in taken],
-            }
-            for taker, taker_queue, taken in takers
-        ],
-    }
-
-
-def _rehearse_behind(scheduler: Scheduler, key: str) -> dict[str, Any]:
-    """For a workload behind its queue's head: whether the cycles Kueue runs
-    next, while nothing else changes, reach and admit it (a StrictFIFO head
-    that does not fit never lets it pass; a BestEffortFIFO one does, and those
-    ahead may take the room first). Run on a deep copy, until stable."""
-    trial = copy.deepcopy(scheduler)
-    trial.apply_unpark_requests()
-    result = run_cycles(trial, until_stable=True)
-    if key in result.admitted:
-        return {"outcome": "admitted", "reason": "Admitted", "taken_by": []}
-    if key in result.reserved:
-        waiting = sorted(trial.workloads[key].check_states)
-        return {
-            "outcome": "quota-reserved",
-            "reason": "QuotaReserved",
-            "admission_checks": waiting,
-            "taken_by": [],
-        }
-    pending = result.evaluated.get(key)
-    if pending is None:
-        return {"outcome": "not-considered", "reason": None, "taken_by": []}
-    return {
-        "outcome": "pending",
-        "reason": pending.reason,
-        "message": pending.message,
-        "taken_by": [],
-    }
-
-
-def _behind_sentence(next_cycle: dict[str, Any], position: int, queue: str) -> str:
-    where = f"it is number {position} in ClusterQueue {queue}"
-    outcome = next_cycle["outcome"]
-    if outcome == "admitted":
-        return f"Fits now; {where} and the scheduling cycles ahead reach and admit it."
-    if outcome == "quota-reserved":
-        checks = ", ".join(next_cycle["admission_checks"])
-        return (
-            f"Fits now; {where}; the scheduling cycles ahead reserve its quota, then it "
-            f"waits for admission check(s) {checks}."
-        )
-    if outcome == "not-considered":
-        return (
-            f"Its quota is free, but {where} and the workloads ahead of it do not move "
-            "until capacity changes, so no scheduling cycle reaches it yet."
-        )
-    return (
-        f"Its quota is free, but {where} and those ahead of it are admitted first; then it "
-        f"stays pending ({next_cycle['reason']}: {next_cycle['message']})."
-    )
-
-
-def _outcome(result: CycleResult, key: str) -> str:
-    if key in result.admitted:
-        return "admitted"
-    if key in result.reserved:
-        return "quota-reserved"
-    pending = result.evaluated.get(key)
-    if pending is not None and pending.reason == "WaitingForPreemptedWorkloads":
-        return "preempting"  # it holds the capacity while its victims stop
-    return "holding"  # a head waiting for preemption holds capacity for the cycle
-
-
-def _fits_sentence(next_cycle: dict[str, Any]) -> str:
-    outcome = next_cycle["outcome"]
-    if outcome == "admitted":
-        return "Fits now; it will be admitted in the next scheduling cycle."
-    if outcome == "quota-reserved":
-        checks = ", ".join(next_cycle["admission_checks"])
-        return (
-            "Fits now; quota will be reserved for it in the next scheduling cycle, then it "
-            f"waits for admission check(s) {checks}."
-        )
-    if outcome == "not-considered":
-        return (
-            "Fits now, but the next scheduling cycle does not consider it: it waits as "
-            "inadmissible until its queue is requeued after capacity in its cohort changes."
-        )
-    takers = next_cycle["taken_by"]
-    if not takers:
-        return (
-            "Fits now, but the next scheduling cycle leaves it pending "
-            f"({next_cycle['reason']}: {next_cycle['message']})."
-        )
-    named = []
-    for taker in takers:
-        where = ", ".join(
-            f"{p['resource']} in flavor {p['flavor']}" for p in taker["flavor_resources"]
-        )
-        queue, outcome = taker["cluster_queue"], taker["outcome"]
-        named.append(f"{taker['workload']} (ClusterQueue {queue}, {outcome}; {where})")
-    verb = "takes" if len(named) == 1 else "take"
-    return (
-        f"Fits now, but the next scheduling cycle considers {', '.join(named)} first, which "
-        f"{verb} the capacity it needs; it stays pending ({next_cycle['reason']})."
-    )
 
 
 def _shortfalls(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from queues.engine.assign import Assignment
 from queues.engine.model import ClusterQueue, Workload
-from queues.engine.preemption import Reason, Target
+from queues.engine.victim_search import Reason, Target
 
 
 @dataclass(frozen=True)

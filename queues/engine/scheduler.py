@@ -1,4 +1,5 @@
-"""The scheduler: cluster state plus Kueue's scheduling cycle.
+"""The scheduler: cluster state (``queues.engine.scheduler_state``) plus
+Kueue's scheduling cycle.
 
 One cycle takes the head of every active ClusterQueue, assigns flavors against
 the usage at the start of the cycle, orders the entries (classic: not borrowing
@@ -19,10 +20,9 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from queues.engine import partial
-from queues.engine.admission_fairness import UsageLedger, local_queue_of
 from queues.engine.assign import Assignment, FlavorAssigner, Mode
 from queues.engine.fair_order import fair_order
 from queues.engine.model import (
@@ -31,36 +31,21 @@ from queues.engine.model import (
     FlavorResource,
     Policy,
     ReclaimWithinCohort,
-    StopPolicy,
     Workload,
 )
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
-from queues.engine.placement import fits_on_nodes, place_on_nodes, placer_for
-from queues.engine.preemption import REASON_TEXT, Preemptor, Target
-from queues.engine.queueing import PendingQueue
-from queues.engine.quota import QuotaTree
+from queues.engine.placement import fits_on_nodes
+from queues.engine.preemption import Preemptor
+from queues.engine.scheduler_state import SchedulerState
+from queues.engine.victim_search import REASON_TEXT, Target
 
 
-class Scheduler:
+class Scheduler(SchedulerState):
     """Cluster state and the cycle. Times are seconds on the caller's clock."""
 
     def __init__(
         self, policy: Policy, workloads: Iterable[Workload] = (), now: float = 0.0
     ) -> None:
-        self.policy = policy
-        self.now = now
-        self.tree = QuotaTree(policy)
-        self.placer = placer_for(policy)
-        self.workloads: dict[str, Workload] = {}
-        self.reserved: dict[str, dict[str, Workload]] = {name: {} for name in policy.cluster_queues}
-        self.usage_of: dict[str, dict[FlavorResource, int]] = {}
-        fairness = policy.admission_fair_sharing
-        self.ledger = UsageLedger(fairness, now) if fairness is not None else None
-        self.queues = {
-            name: PendingQueue(name, queue.queueing_strategy, self._ranking(queue))
-            for name, queue in policy.cluster_queues.items()
-        }
-        self.status: dict[str, Pending] = {}
         self.cycles = 0
         self._cycle_holds: list[tuple[str, dict[FlavorResource, int]]] = []
         self._preemptors: dict[str, str] = {}
@@ -68,225 +53,7 @@ class Scheduler:
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
-        # Root cohort (or queue) names whose parked workloads should queue again.
-        self._unpark_requests: set[str] = set()
-        # Pending workloads waiting out a requeue backoff (Kueue's requeueAt):
-        # not candidates until then.
-        self.backing_off: dict[str, Workload] = {}
-        # Admitted workloads whose pods are not all ready yet (waitForPodsReady).
-        self.pods_not_ready: set[str] = set()
-        for workload in workloads:
-            self.add(workload)
-
-    def _ranking(self, queue: ClusterQueue) -> Callable[[Workload], float] | None:
-        ledger = self.ledger
-        if ledger is None or queue.admission_mode != "UsageBasedAdmissionFairSharing":
-            return None
-        return lambda workload: ledger.usage(local_queue_of(workload))
-
-    def sample_usage(self) -> None:
-        """Admission fair sharing's periodic update of LocalQueue usage."""
-        if self.ledger is not None:
-            holding = (w for queue in self.reserved.values() for w in queue.values())
-            self.ledger.sample(self.now, holding)
-
-    # ---------------------------------------------------------------- state
-
-    def add(self, workload: Workload) -> None:
-        """A workload arrives: holding quota (a snapshot) or pending."""
-        if workload.key in self.workloads:
-            raise ValueError(f"workload {workload.key} already exists")
-        self.workloads[workload.key] = workload
-        if workload.admission is not None:
-            self._hold(workload)
-            if not workload.check_states:
-                workload.check_states = self._pending_checks(workload)
-        elif workload.active:
-            if workload.queued_at is None:
-                workload.queued_at = workload.creation_time
-            if self._enqueue(workload):
-                queue = self.policy.cluster_queues[workload.cluster_queue]
-                self.status[workload.key] = (
-                    Pending("Queued", self._queued_message(workload))
-                    if self._active(queue)
-                    else Pending("Suspended", f"ClusterQueue {queue.name} is inactive")
-                )
-
-    def _enqueue(self, workload: Workload) -> bool:
-        """Into its queue, or set aside until its requeue time. True if queued."""
-        if workload.requeue_at is not None and workload.requeue_at > self.now:
-            self.backing_off[workload.key] = workload
-            self.status[workload.key] = Pending(
-                "Pending", f"Waiting out a requeue backoff until t={workload.requeue_at:g}s"
-            )
-            return False
-        self.queues[workload.cluster_queue].push(workload)
-        return True
-
-    def release_backoffs(self) -> int:
-        """Queue the workloads whose requeue time has come."""
-        due = [w for w in self.backing_off.values() if (w.requeue_at or 0.0) <= self.now]
-        for workload in due:
-            del self.backing_off[workload.key]
-            self.queues[workload.cluster_queue].push(workload)
-            self.status[workload.key] = Pending("Queued", self._queued_message(workload))
-        return len(due)
-
-    def _hold(self, workload: Workload) -> None:
-        usage = workload.usage()
-        self.usage_of[workload.key] = usage
-        self.reserved[workload.cluster_queue][workload.key] = workload
-        self.tree.add(workload.cluster_queue, usage)
-        self.status.pop(workload.key, None)
-        if self.placer is not None:
-            place_on_nodes(self.placer, workload)
-
-    def _release(self, workload: Workload) -> None:
-        usage = self.usage_of.pop(workload.key, {})
-        self.reserved[workload.cluster_queue].pop(workload.key, None)
-        self.tree.remove(workload.cluster_queue, usage)
-        if self.placer is not None:
-            self.placer.release(workload.key)
-        workload.admission = None
-        workload.admitted_counts = None
-        workload.admitted_at = None
-        workload.evicting = False
-        self._request_unpark(workload.cluster_queue)
-
-    def _request_unpark(self, queue: str) -> None:
-        self._unpark_requests.add(self.tree.queues[queue].root().name)
-
-    def apply_unpark_requests(self) -> int:
-        """Queue again every parked workload in trees where capacity may have
-        been freed (Kueue does this about a second after the event)."""
-        moved = 0
-        roots, self._unpark_requests = self._unpark_requests, set()
-        for name, node in self.tree.queues.items():
-            if node.root().name in roots:
-                moved += self.queues[name].unpark()
-        return moved
-
-    @property
-    def has_unpark_requests(self) -> bool:
-        return bool(self._unpark_requests)
-
-    def finish(self, key: str) -> Workload:
-        """The workload's job ended: it releases its quota and leaves."""
-        workload = self.workloads.pop(key)
-        if workload.admission is not None:
-            self._release(workload)
-        self.queues[workload.cluster_queue].remove(key)
-        self.backing_off.pop(key, None)
-        self.pods_not_ready.discard(key)
-        self.status.pop(key, None)
-        return workload
-
-    def evict(self, key: str, *, requeue_at: float | None = None) -> Workload:
-        """Release quota and queue again; by default it keeps its place (Kueue
-        orders a preempted workload by its creation time)."""
-        workload = self.workloads[key]
-        if workload.admission is not None:
-            self._release(workload)
-        workload.evictions += 1
-        workload.check_states = {}
-        self.pods_not_ready.discard(key)
-        if requeue_at is not None:
-            workload.queued_at = requeue_at
-        if workload.active:
-            self._enqueue(workload)
-        return workload
-
-    def pods_ready_timeout(self, key: str) -> bool:
-        """Its pods were not all ready in time (Kueue's waitForPodsReady): evicted
-        and requeued after a backoff, or, past the requeue limit, deactivated.
-        Returns True when deactivated."""
-        config = self.policy.wait_for_pods_ready
-        assert config is not None
-        workload = self.workloads[key]
-        count = workload.requeue_count + 1
-        if config.backoff_limit is not None and count > config.backoff_limit:
-            self._release(workload)
-            self.pods_not_ready.discard(key)
-            workload.active = False
-            workload.check_states = {}
-            self.status[key] = Pending(
-                "Deactivated",
-                "The workload is deactivated due to exceeding the maximum number of "
-                "re-queuing retries (RequeuingLimitExceeded)",
-            )
-            return True
-        workload.requeue_count = count
-        workload.requeue_at = self.now + config.backoff(count)
-        self.evict(
-            key, requeue_at=self.now if config.timestamp == "Eviction" else workload.creation_time
-        )
-        if workload.key in self.backing_off:
-            self.status[key] = Pending(
-                "Pending",
-                f"Exceeded the PodsReady timeout; requeued after a backoff until "
-                f"t={workload.requeue_at:g}s (requeue {count})",
-            )
-        return False
-
-    def release(self, key: str) -> Workload:
-        """A preempted workload's job has stopped: free its quota, queue it again."""
-        workload = self.workloads[key]
-        workload.evictions -= 1  # counted when the eviction started
-        return self.evict(key)
-
-    def set_check(self, key: str, check: str, state: CheckState) -> None:
-        """An admission check controller answered (Kueue's workload controller)."""
-        workload = self.workloads[key]
-        if workload.admission is None or check not in workload.check_states:
-            raise ValueError(f"{key} has no admission check {check!r} to update")
-        workload.check_states[check] = state
-        self.reconcile_checks(key)
-
-    def reconcile_checks(self, key: str) -> None:
-        """Retry: release quota and queue again, ordered by the eviction time.
-        Rejected: release quota and deactivate. Ready everywhere: admitted."""
-        workload = self.workloads[key]
-        states = workload.check_states.values()
-        if CheckState.REJECTED in states:
-            rejected = sorted(
-                n for n, s in workload.check_states.items() if s is CheckState.REJECTED
-            )
-            self._release(workload)
-            workload.active = False
-            workload.check_states = {}
-            self.status[key] = Pending(
-                "Deactivated",
-                "The workload is deactivated due to AdmissionCheck in Rejected state: "
-                + "; ".join(f'"{n}"' for n in rejected),
-            )
-        elif CheckState.RETRY in states:
-            retry = sorted(n for n, s in workload.check_states.items() if s is CheckState.RETRY)
-            wait = max((workload.check_retry_after.get(n, 0.0) for n in retry), default=0.0)
-            if wait > 0:  # Kueue's requeueAt: not queued again before then
-                workload.requeue_at = max(workload.requeue_at or 0.0, self.now + wait)
-            workload.check_retry_after = {}
-            self.evict(key, requeue_at=self.now)
-            self.status[key] = Pending(
-                "Pending",
-                f"Evicted due to AdmissionCheck{'s' if len(retry) > 1 else ''} in Retry state: "
-                + "; ".join(f'"{n}"' for n in retry),
-            )
-
-    def _pending_checks(self, workload: Workload) -> dict[str, CheckState]:
-        queue = self.policy.cluster_queues[workload.cluster_queue]
-        used = {
-            flavor for flavors in (workload.admission or {}).values() for flavor in flavors.values()
-        }
-        return {
-            name: CheckState.PENDING
-            for name, on_flavors in queue.admission_checks.items()
-            if not on_flavors or used & set(on_flavors)
-        }
-
-    # ---------------------------------------------------------------- cycle
-
-    def _active(self, queue: ClusterQueue) -> bool:
-        return queue.stop_policy is StopPolicy.NONE
+        super().__init__(policy, workloads, now)
 
     def preemptor_for(self, exclude: set[str]) -> Preemptor:
         return Preemptor(self.policy, self.tree, self.reserved, self.usage_of, exclude, self.now)
@@ -318,22 +85,6 @@ class Scheduler:
             return (Mode.PREEMPT if in_queue else Mode.RECLAIM), borrow
 
         return FlavorAssigner(self.policy, queue, node, oracle, self.placer).assign(workload)
-
-    def apply_stop_policies(self) -> list[str]:
-        """A stopped ClusterQueue (Kueue's workload controller): HoldAndDrain evicts
-        everything holding quota there; Hold evicts only reservations still
-        waiting for admission checks. Returns the evicted workloads."""
-        evicted: list[str] = []
-        for name, queue in self.policy.cluster_queues.items():
-            if self._active(queue):
-                continue
-            drain = queue.stop_policy is StopPolicy.HOLD_AND_DRAIN
-            for key, workload in list(self.reserved[name].items()):
-                if drain or not workload.is_admitted:
-                    self.evict(key)
-                    self.status[key] = Pending("Suspended", f"ClusterQueue {name} is inactive")
-                    evicted.append(key)
-        return evicted
 
     def cycle(self, now: float | None = None) -> CycleResult:
         """One scheduling cycle."""
@@ -450,54 +201,13 @@ class Scheduler:
     def _process(
         self, entry: Entry, victims: dict[str, Target], admitted_now: set[str], result: CycleResult
     ) -> None:
-        workload, queue = entry.workload, entry.queue
-        pending_queue = self.queues[queue.name]
-        if entry.pending is not None:
-            self._leave_pending(entry, entry.pending, "Inadmissible", result)
+        refused = self._refusal(entry, victims)
+        if refused is not None:
+            pending, requeue_reason = refused
+            self._leave_pending(entry, pending, requeue_reason, result)
             return
-        assignment = entry.assignment
+        workload, queue, assignment = entry.workload, entry.queue, entry.assignment
         assert assignment is not None
-        if assignment.mode is Mode.NO_FIT:
-            self._leave_pending(
-                entry,
-                Pending(self._no_fit_reason(assignment), assignment.message()),
-                "NoFit",
-                result,
-            )
-            return
-        if assignment.needs_preemption and not entry.targets:
-            if queue.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
-                self._hold_capacity(entry)
-            self._leave_pending(
-                entry,
-                Pending("WaitingForQuota", assignment.message()),
-                "PreemptionNoCandidates",
-                result,
-            )
-            return
-        if any(t.workload.key in victims for t in entry.targets):
-            self._leave_pending(
-                entry,
-                Pending(
-                    "WaitingForQuota",
-                    "Workload has overlapping preemption targets with another workload",
-                ),
-                "FailedAfterNomination",
-                result,
-            )
-            return
-        if not self._fits_without(
-            queue.name, assignment.usage, [*victims.values(), *entry.targets]
-        ) or (assignment.fits and not fits_on_nodes(self.placer, workload, assignment)):
-            self._leave_pending(
-                entry,
-                Pending(
-                    "WaitingForQuota", "Workload no longer fits after processing another workload"
-                ),
-                "FailedAfterNomination",
-                result,
-            )
-            return
         for target in entry.targets:
             victims[target.workload.key] = target
             self._preemptors[target.workload.key] = workload.key
@@ -515,6 +225,47 @@ class Scheduler:
                 result,
             )
             return
+        self._reserve_quota(entry, admitted_now, result)
+
+    def _refusal(self, entry: Entry, victims: dict[str, Target]) -> tuple[Pending, str] | None:
+        """Why the entry stays pending this cycle, and the reason its queue
+        requeues it with; None if it goes ahead. A head that needs preemption
+        but found no victims holds the capacity it waits for, for this cycle
+        (unless its queue may reclaim from any)."""
+        if entry.pending is not None:
+            return entry.pending, "Inadmissible"
+        workload, queue, assignment = entry.workload, entry.queue, entry.assignment
+        assert assignment is not None
+        if assignment.mode is Mode.NO_FIT:
+            return Pending(self._no_fit_reason(assignment), assignment.message()), "NoFit"
+        if assignment.needs_preemption and not entry.targets:
+            if queue.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
+                self._hold_capacity(entry)
+            return Pending("WaitingForQuota", assignment.message()), "PreemptionNoCandidates"
+        if any(t.workload.key in victims for t in entry.targets):
+            return (
+                Pending(
+                    "WaitingForQuota",
+                    "Workload has overlapping preemption targets with another workload",
+                ),
+                "FailedAfterNomination",
+            )
+        if not self._fits_without(
+            queue.name, assignment.usage, [*victims.values(), *entry.targets]
+        ) or (assignment.fits and not fits_on_nodes(self.placer, workload, assignment)):
+            return (
+                Pending(
+                    "WaitingForQuota", "Workload no longer fits after processing another workload"
+                ),
+                "FailedAfterNomination",
+            )
+        return None
+
+    def _reserve_quota(self, entry: Entry, admitted_now: set[str], result: CycleResult) -> None:
+        """The entry fits: its quota is reserved, and it is admitted unless
+        admission checks must answer first."""
+        workload, queue, assignment = entry.workload, entry.queue, entry.assignment
+        assert assignment is not None
         workload.admission = assignment.flavors()
         workload.admitted_counts = assignment.counts
         workload.admitted_at = self.now
@@ -525,7 +276,7 @@ class Scheduler:
         if self.ledger is not None and self.queues[queue.name].ranking is not None:
             self.ledger.admitted(workload)
         admitted_now.add(workload.key)
-        pending_queue.remove(workload.key)
+        self.queues[queue.name].remove(workload.key)
         workload.check_states = self._pending_checks(workload)
         if workload.check_states:
             result.reserved[workload.key] = workload.admission
@@ -605,6 +356,3 @@ class Scheduler:
             min(causes.values(), key=severity.__getitem__) for causes in failing.attempts if causes
         ]
         return max(per_group, key=severity.__getitem__, default="NoMatchingFlavor")
-
-    def _queued_message(self, workload: Workload) -> str:
-        return f"Waiting in ClusterQueue {workload.cluster_queue}"

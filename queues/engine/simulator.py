@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queues.engine.model import CheckState, FlavorResource, Policy, Workload
-from queues.engine.quota import Node
 from queues.engine.scheduler import CycleResult, Scheduler
+from queues.engine.usage_meter import QueueTotals, UsageMeter
 
 
 @contextlib.contextmanager
@@ -124,15 +124,6 @@ class WorkloadRecord:
 
 
 @dataclass
-class QueueTotals:
-    """Integrals over time per flavor × resource: resource-seconds."""
-
-    used: dict[FlavorResource, float] = field(default_factory=dict)
-    borrowed: dict[FlavorResource, float] = field(default_factory=dict)
-    lent: dict[FlavorResource, float] = field(default_factory=dict)
-
-
-@dataclass
 class SimulationResult:
     start: float
     end: float
@@ -214,30 +205,20 @@ class Simulator:
         span = last + max((w.runtime or 0.0 for w in self._workloads.values()), default=1.0)
         if horizon is not None:
             span = horizon
-        self._sample_every = max((span - self.start) / max(samples, 1), 1e-3)
         self._progress_done = 0
-        self._next_sample = self.start
-        # Charts follow GPUs when the stream asks for any, else CPU cores.
-        self.main_resource = (
-            "nvidia.com/gpu" if any(gpu_count(w) for w in self._workloads.values()) else "cpu"
+        self.meter = UsageMeter(
+            self.scheduler,
+            self.start,
+            sample_every=max((span - self.start) / max(samples, 1), 1e-3),
+            # Charts follow GPUs when the stream asks for any, else CPU cores.
+            main_resource=(
+                "nvidia.com/gpu" if any(gpu_count(w) for w in self._workloads.values()) else "cpu"
+            ),
         )
-        self.series: dict[str, Any] = {
-            "t": [],
-            "resource": self.main_resource,
-            "usage": {},
-            "pending": {},
-            "borrowed": {},
-        }
-        self.totals = {name: QueueTotals() for name in policy.cluster_queues}
-        self.nominal = {
-            name: {fr: q.nominal for fr, q in self.scheduler.tree.queues[name].quotas.items()}
-            for name in policy.cluster_queues
-        }
         self.preemptions_by_reason: dict[str, int] = {}
         self.preemptions_by_queue: dict[str, dict[str, int]] = {
             name: {} for name in policy.cluster_queues
         }
-        self._last_integral = self.start
         self.admissions = 0
         self.finished = 0
         self.livelocks = 0
@@ -274,7 +255,7 @@ class Simulator:
                 break  # the window [start, horizon) is over: what happens next is not in it
             now = self._events[0][0]
             self._report_time(now)
-            self._integrate(now)
+            self.meter.integrate(now)
             self.scheduler.now = now  # evictions and backoffs happen at event time
             while self._events and self._events[0][0] == now:
                 _, _, kind, payload = heapq.heappop(self._events)
@@ -291,17 +272,17 @@ class Simulator:
         if self.horizon is not None:
             now = max(now, self.horizon)  # usage is measured over the whole window
             self._report_time(now)
-        self._integrate(now)
-        self._sample(now, force=True)
+        self.meter.integrate(now)
+        self.meter.sample(now, force=True)
         return SimulationResult(
             start=self.start,
             end=now,
             records=self.records,
-            totals=self.totals,
-            nominal=self.nominal,
+            totals=self.meter.totals,
+            nominal=self.meter.nominal,
             preemptions_by_reason=self.preemptions_by_reason,
             preemptions_by_queue=self.preemptions_by_queue,
-            series=self.series,
+            series=self.meter.series,
             cycles=self.scheduler.cycles,
             admissions=self.admissions,
             livelocks=self.livelocks,
@@ -510,67 +491,3 @@ class Simulator:
         workload.work_done = saved
         record.lost_seconds += lost
         record.lost_gpu_seconds += lost * record.gpus
-
-    # --------------------------------------------------------------- metrics
-
-    def _integrate(self, now: float) -> None:
-        """Accumulate resource-seconds since the last event, and sample."""
-        dt = now - self._last_integral
-        if dt > 0:
-            tree = self.scheduler.tree
-            for name, node in tree.queues.items():
-                totals = self.totals[name]
-                for fr, used in node.usage.items():
-                    if not used:
-                        continue
-                    totals.used[fr] = totals.used.get(fr, 0.0) + used * dt
-                    over = used - node.nominal(fr)
-                    if over > 0:
-                        totals.borrowed[fr] = totals.borrowed.get(fr, 0.0) + over * dt
-            for root in tree.roots:
-                if root.is_cohort:
-                    self._integrate_lending(root, dt)
-            self._last_integral = now
-        self._sample(now)
-
-    def _integrate_lending(self, root: Node, dt: float) -> None:
-        """Attribute what borrowers use to the queues with unused quota, in
-        proportion to how much each leaves unused (Kueue does not say who lent)."""
-        queues = list(root.queues())
-        borrowed: dict[FlavorResource, int] = {}
-        idle: dict[FlavorResource, dict[str, int]] = {}
-        for node in queues:
-            for fr in node.quotas:
-                used = node.usage.get(fr, 0)
-                nominal = node.nominal(fr)
-                if used > nominal:
-                    borrowed[fr] = borrowed.get(fr, 0) + used - nominal
-                elif nominal > used:
-                    spare = min(nominal - used, node.lendable(fr))
-                    if spare > 0:
-                        idle.setdefault(fr, {})[node.name] = spare
-        for fr, amount in borrowed.items():
-            lenders = idle.get(fr, {})
-            total = sum(lenders.values())
-            if not total:
-                continue
-            for name, spare in lenders.items():
-                share = min(amount, total) * spare / total
-                lent = self.totals[name].lent
-                lent[fr] = lent.get(fr, 0.0) + share * dt
-
-    def _sample(self, now: float, force: bool = False) -> None:
-        if now < self._next_sample and not force:
-            return
-        self._next_sample = now + self._sample_every
-        scale = 1000 if self.main_resource == "cpu" else 1  # milli-CPU to cores
-        self.series["t"].append(now)
-        for name, node in self.scheduler.tree.queues.items():
-            used = borrowed = 0
-            for fr, amount in node.usage.items():
-                if fr[1] == self.main_resource:
-                    used += amount
-                    borrowed += max(0, amount - node.nominal(fr))
-            self.series["usage"].setdefault(name, []).append(used / scale)
-            self.series["borrowed"].setdefault(name, []).append(borrowed / scale)
-            self.series["pending"].setdefault(name, []).append(len(self.scheduler.queues[name]))

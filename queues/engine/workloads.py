@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from queues import names
-from queues.engine.model import CheckState, PodSet, Policy, Toleration, Workload
+from queues.engine.model import CheckState, ClusterQueue, PodSet, Policy, Toleration, Workload
 from queues.engine.reading import Reader, read_labels, read_seconds, read_tolerations
 from queues.engine.topology import TopologyRequest
 from queues.quantity import QuantityError, to_canonical
@@ -195,31 +195,7 @@ def read_admission(
         if not isinstance(flavors, Mapping):
             reader.error(ps_path, "type", "must map each resource to a flavor")
             continue
-        for resource, flavor in flavors.items():
-            if resource not in pod_set.requests and not (resource == "pods" and "pods" in offered):
-                reader.error(
-                    f"{ps_path}.{resource}",
-                    "unknown-resource",
-                    f"pod set {pod_set_name!r} requests no {resource!r}",
-                )
-            elif flavor not in policy.flavors:
-                reader.error(
-                    f"{ps_path}.{resource}",
-                    "unknown-flavor",
-                    f"no resource flavor named {flavor!r}",
-                )
-            elif queue is not None and flavor not in offered.get(resource, set()):
-                reader.error(
-                    f"{ps_path}.{resource}",
-                    "flavor-not-in-queue",
-                    f"cluster queue {queue_name!r} has no quota for {resource} in "
-                    f"flavor {flavor!r}",
-                )
-        missing = sorted(set(pod_set.requests) - set(flavors))
-        if missing:
-            reader.error(
-                ps_path, "incomplete-admission", f"gives no flavor for {', '.join(missing)}"
-            )
+        _check_flavors(reader, ps_path, pod_set, flavors, offered, queue, policy)
         admission[pod_set_name] = {str(r): str(f) for r, f in flavors.items()}
         if queue is not None and "pods" in offered and "pods" not in admission[pod_set_name]:
             # Kueue records pods = count whenever the queue covers pods; it comes
@@ -242,6 +218,41 @@ def read_admission(
             path, "incomplete-admission", f"gives no flavors for pod set(s) {', '.join(absent)}"
         )
     return admission
+
+
+def _check_flavors(
+    reader: Reader,
+    ps_path: str,
+    pod_set: PodSet,
+    flavors: Mapping[Any, Any],
+    offered: dict[str, set[str]],
+    queue: ClusterQueue | None,
+    policy: Policy,
+) -> None:
+    """One pod set's ``{resource: flavor}``: each resource requested, each flavor
+    defined and in the queue's quota for it, and every request given a flavor."""
+    for resource, flavor in flavors.items():
+        if resource not in pod_set.requests and not (resource == "pods" and "pods" in offered):
+            reader.error(
+                f"{ps_path}.{resource}",
+                "unknown-resource",
+                f"pod set {pod_set.name!r} requests no {resource!r}",
+            )
+        elif flavor not in policy.flavors:
+            reader.error(
+                f"{ps_path}.{resource}",
+                "unknown-flavor",
+                f"no resource flavor named {flavor!r}",
+            )
+        elif queue is not None and flavor not in offered.get(resource, set()):
+            reader.error(
+                f"{ps_path}.{resource}",
+                "flavor-not-in-queue",
+                f"cluster queue {queue.name!r} has no quota for {resource} in flavor {flavor!r}",
+            )
+    missing = sorted(set(pod_set.requests) - set(flavors))
+    if missing:
+        reader.error(ps_path, "incomplete-admission", f"gives no flavor for {', '.join(missing)}")
 
 
 def read_check_states(

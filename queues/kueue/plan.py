@@ -229,87 +229,82 @@ def make_plan(
     manual = manual or {}
     wanted = {identity(obj): dict(obj) for obj in desired}
     present = {identity(obj): dict(obj) for obj in actual}
-    changes: list[Change] = []
-    for key, obj in wanted.items():
-        kind, namespace, name = key
-        current = present.get(key)
-        if kind in manual:
-            changes.append(_manual(obj, current, manual[kind]))
-            continue
-        if current is None:
-            changes.append(Change(CREATE, kind, namespace, name, desired=obj))
-            continue
-        if not is_managed(current) and kind == "Namespace":
-            changes.append(_adopt_namespace(obj, current))
-            continue
-        if not is_managed(current):
-            changes.append(
-                Change(
-                    CONFLICT,
-                    kind,
-                    namespace,
-                    name,
-                    desired=obj,
-                    actual=current,
-                    note="exists and is not managed by Berth; label it "
-                    f"{MANAGED_BY}={MANAGER} to let Berth take it over",
-                )
-            )
-            continue
-        fields = differences(_compared(obj), current)
-        hash_changed = (
-            current["metadata"].get("labels", {}).get(POLICY_HASH)
-            != obj["metadata"]["labels"][POLICY_HASH]
-        )
-        if not fields and not hash_changed:
-            changes.append(Change(UNCHANGED, kind, namespace, name, desired=obj, actual=current))
-            continue
-        frozen = _immutable(kind, fields)
-        changes.append(
-            Change(
-                UPDATE,
-                kind,
-                namespace,
-                name,
-                desired=obj,
-                actual=current,
-                fields=fields,
-                drift=bool(fields) and not hash_changed,
-                recreate=bool(frozen),
-                note=(
-                    f"Kueue does not allow {', '.join(frozen)} to change: deleted and created again"
-                    if frozen
-                    else ""
-                ),
-            )
-        )
+    changes = [_wanted_change(key, obj, present.get(key), manual) for key, obj in wanted.items()]
     leftovers = [
         (key, obj) for key, obj in present.items() if key not in wanted and is_managed(obj)
     ]
     refuse = not any(kind not in CONFIGURATION_KINDS for kind, _, _ in wanted) and bool(leftovers)
-    for (kind, namespace, name), obj in sorted(leftovers):
-        if refuse:
-            changes.append(
-                Change(
-                    KEEP, kind, namespace, name, actual=obj, note="not pruned: the policy is empty"
-                )
-            )
-        elif kind in NEVER_DELETED:
-            changes.append(
-                Change(KEEP, kind, namespace, name, actual=obj, note=NEVER_DELETED[kind])
-            )
-        elif kind in DRAINABLE and holds_workloads(obj):
-            already = (obj.get("spec") or {}).get("stopPolicy") == "HoldAndDrain"
-            changes.append(
-                Change(
-                    KEEP if already else DRAIN,
-                    kind,
-                    namespace,
-                    name,
-                    actual=obj,
-                    note="draining: deleted once its workloads are gone",
-                )
-            )
-        else:
-            changes.append(Change(DELETE, kind, namespace, name, actual=obj))
+    for key, obj in sorted(leftovers):
+        changes.append(_leftover_change(key, obj, refuse))
     return Plan(changes, prune_refused=refuse)
+
+
+def _wanted_change(
+    key: Identity, obj: dict[str, Any], current: dict[str, Any] | None, manual: Mapping[str, str]
+) -> Change:
+    """What to do about a desired object, given what the cluster has under its name."""
+    kind, namespace, name = key
+    if kind in manual:
+        return _manual(obj, current, manual[kind])
+    if current is None:
+        return Change(CREATE, kind, namespace, name, desired=obj)
+    if not is_managed(current) and kind == "Namespace":
+        return _adopt_namespace(obj, current)
+    if not is_managed(current):
+        return Change(
+            CONFLICT,
+            kind,
+            namespace,
+            name,
+            desired=obj,
+            actual=current,
+            note="exists and is not managed by Berth; label it "
+            f"{MANAGED_BY}={MANAGER} to let Berth take it over",
+        )
+    fields = differences(_compared(obj), current)
+    hash_changed = (
+        current["metadata"].get("labels", {}).get(POLICY_HASH)
+        != obj["metadata"]["labels"][POLICY_HASH]
+    )
+    if not fields and not hash_changed:
+        return Change(UNCHANGED, kind, namespace, name, desired=obj, actual=current)
+    frozen = _immutable(kind, fields)
+    return Change(
+        UPDATE,
+        kind,
+        namespace,
+        name,
+        desired=obj,
+        actual=current,
+        fields=fields,
+        drift=bool(fields) and not hash_changed,
+        recreate=bool(frozen),
+        note=(
+            f"Kueue does not allow {', '.join(frozen)} to change: deleted and created again"
+            if frozen
+            else ""
+        ),
+    )
+
+
+def _leftover_change(key: Identity, obj: dict[str, Any], refuse: bool) -> Change:
+    """What to do about an object Berth manages that is no longer desired;
+    ``refuse``: nothing is pruned (the policy is empty)."""
+    kind, namespace, name = key
+    if refuse:
+        return Change(
+            KEEP, kind, namespace, name, actual=obj, note="not pruned: the policy is empty"
+        )
+    if kind in NEVER_DELETED:
+        return Change(KEEP, kind, namespace, name, actual=obj, note=NEVER_DELETED[kind])
+    if kind in DRAINABLE and holds_workloads(obj):
+        already = (obj.get("spec") or {}).get("stopPolicy") == "HoldAndDrain"
+        return Change(
+            KEEP if already else DRAIN,
+            kind,
+            namespace,
+            name,
+            actual=obj,
+            note="draining: deleted once its workloads are gone",
+        )
+    return Change(DELETE, kind, namespace, name, actual=obj)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from queues import rules
+from queues import quota_rules, rules
 from queues.errors import FieldError
 from queues.models import ClusterQueue, Cohort, Quota, ResourceFlavor
-from queues.rules import ResourceGroupSpec
+from queues.quota_rules import ResourceGroupSpec
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def resource_group_errors(
     raw: Any, *, has_parent: bool, owner: str
 ) -> tuple[list[ResourceGroupSpec], list[FieldError]]:
     """Kueue's rules on the groups, plus: every flavor named must exist."""
-    groups, errors = rules.parse_resource_groups(raw, has_parent=has_parent, owner=owner)
+    groups, errors = quota_rules.parse_resource_groups(raw, has_parent=has_parent, owner=owner)
     named = {
         (g, f): flavor.get("name")
         for g, group in enumerate(raw or [])

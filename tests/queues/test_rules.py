@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from queues import rules
-from queues.rules import FlavorQuotasSpec, ResourceGroupSpec, ResourceQuotaSpec
+from queues import quota_rules, rules
+from queues.quota_rules import FlavorQuotasSpec, ResourceGroupSpec, ResourceQuotaSpec
 
 GPU = "nvidia.com/gpu"
 
@@ -22,7 +22,7 @@ def group(covered: list[str], *flavors: tuple[str, list[dict[str, Any]]]) -> dic
 def rules_broken(
     raw: Any, *, has_parent: bool = True, owner: str = "cluster queue"
 ) -> set[tuple[str, str]]:
-    _, errors = rules.parse_resource_groups(raw, has_parent=has_parent, owner=owner)
+    _, errors = quota_rules.parse_resource_groups(raw, has_parent=has_parent, owner=owner)
     return {(e.field, e.rule) for e in errors}
 
 
@@ -39,7 +39,7 @@ def test_valid_groups_parse_to_canonical_specs() -> None:
             ),
         )
     ]
-    groups, errors = rules.parse_resource_groups(raw, has_parent=True)
+    groups, errors = quota_rules.parse_resource_groups(raw, has_parent=True)
     assert errors == []
     assert groups == [
         ResourceGroupSpec(

@@ -1,0 +1,285 @@
+"""The scheduler's state between cycles and every change to it there: workloads
+arriving (pending, or holding quota as a snapshot), finishing, evicted and
+requeued, waiting out a backoff, answered by their admission checks or out of
+time for their pods to be ready, stopped queues drained, and parked workloads
+queued again once capacity may have freed. Kueue's workload controller's part;
+the scheduling cycle, which reads and changes the same state, is in
+``queues.engine.scheduler``.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from queues.engine.admission_fairness import UsageLedger, local_queue_of
+from queues.engine.model import (
+    CheckState,
+    ClusterQueue,
+    FlavorResource,
+    Policy,
+    StopPolicy,
+    Workload,
+)
+from queues.engine.outcomes import Pending
+from queues.engine.placement import place_on_nodes, placer_for
+from queues.engine.queueing import PendingQueue
+from queues.engine.quota import QuotaTree
+
+
+class SchedulerState:
+    """Cluster state, and how it changes outside the cycle. Times are seconds on
+    the caller's clock."""
+
+    def __init__(
+        self, policy: Policy, workloads: Iterable[Workload] = (), now: float = 0.0
+    ) -> None:
+        self.policy = policy
+        self.now = now
+        self.tree = QuotaTree(policy)
+        self.placer = placer_for(policy)
+        self.workloads: dict[str, Workload] = {}
+        self.reserved: dict[str, dict[str, Workload]] = {name: {} for name in policy.cluster_queues}
+        self.usage_of: dict[str, dict[FlavorResource, int]] = {}
+        fairness = policy.admission_fair_sharing
+        self.ledger = UsageLedger(fairness, now) if fairness is not None else None
+        self.queues = {
+            name: PendingQueue(name, queue.queueing_strategy, self._ranking(queue))
+            for name, queue in policy.cluster_queues.items()
+        }
+        self.status: dict[str, Pending] = {}
+        # Root cohort (or queue) names whose parked workloads should queue again.
+        self._unpark_requests: set[str] = set()
+        # Pending workloads waiting out a requeue backoff (Kueue's requeueAt):
+        # not candidates until then.
+        self.backing_off: dict[str, Workload] = {}
+        # Admitted workloads whose pods are not all ready yet (waitForPodsReady).
+        self.pods_not_ready: set[str] = set()
+        for workload in workloads:
+            self.add(workload)
+
+    def _ranking(self, queue: ClusterQueue) -> Callable[[Workload], float] | None:
+        ledger = self.ledger
+        if ledger is None or queue.admission_mode != "UsageBasedAdmissionFairSharing":
+            return None
+        return lambda workload: ledger.usage(local_queue_of(workload))
+
+    def sample_usage(self) -> None:
+        """Admission fair sharing's periodic update of LocalQueue usage."""
+        if self.ledger is not None:
+            holding = (w for queue in self.reserved.values() for w in queue.values())
+            self.ledger.sample(self.now, holding)
+
+    def add(self, workload: Workload) -> None:
+        """A workload arrives: holding quota (a snapshot) or pending."""
+        if workload.key in self.workloads:
+            raise ValueError(f"workload {workload.key} already exists")
+        self.workloads[workload.key] = workload
+        if workload.admission is not None:
+            self._hold(workload)
+            if not workload.check_states:
+                workload.check_states = self._pending_checks(workload)
+        elif workload.active:
+            if workload.queued_at is None:
+                workload.queued_at = workload.creation_time
+            if self._enqueue(workload):
+                queue = self.policy.cluster_queues[workload.cluster_queue]
+                self.status[workload.key] = (
+                    Pending("Queued", self._queued_message(workload))
+                    if self._active(queue)
+                    else Pending("Suspended", f"ClusterQueue {queue.name} is inactive")
+                )
+
+    def _enqueue(self, workload: Workload) -> bool:
+        """Into its queue, or set aside until its requeue time. True if queued."""
+        if workload.requeue_at is not None and workload.requeue_at > self.now:
+            self.backing_off[workload.key] = workload
+            self.status[workload.key] = Pending(
+                "Pending", f"Waiting out a requeue backoff until t={workload.requeue_at:g}s"
+            )
+            return False
+        self.queues[workload.cluster_queue].push(workload)
+        return True
+
+    def release_backoffs(self) -> int:
+        """Queue the workloads whose requeue time has come."""
+        due = [w for w in self.backing_off.values() if (w.requeue_at or 0.0) <= self.now]
+        for workload in due:
+            del self.backing_off[workload.key]
+            self.queues[workload.cluster_queue].push(workload)
+            self.status[workload.key] = Pending("Queued", self._queued_message(workload))
+        return len(due)
+
+    def _hold(self, workload: Workload) -> None:
+        usage = workload.usage()
+        self.usage_of[workload.key] = usage
+        self.reserved[workload.cluster_queue][workload.key] = workload
+        self.tree.add(workload.cluster_queue, usage)
+        self.status.pop(workload.key, None)
+        if self.placer is not None:
+            place_on_nodes(self.placer, workload)
+
+    def _release(self, workload: Workload) -> None:
+        usage = self.usage_of.pop(workload.key, {})
+        self.reserved[workload.cluster_queue].pop(workload.key, None)
+        self.tree.remove(workload.cluster_queue, usage)
+        if self.placer is not None:
+            self.placer.release(workload.key)
+        workload.admission = None
+        workload.admitted_counts = None
+        workload.admitted_at = None
+        workload.evicting = False
+        self._request_unpark(workload.cluster_queue)
+
+    def _request_unpark(self, queue: str) -> None:
+        self._unpark_requests.add(self.tree.queues[queue].root().name)
+
+    def apply_unpark_requests(self) -> int:
+        """Queue again every parked workload in trees where capacity may have
+        been freed (Kueue does this about a second after the event)."""
+        moved = 0
+        roots, self._unpark_requests = self._unpark_requests, set()
+        for name, node in self.tree.queues.items():
+            if node.root().name in roots:
+                moved += self.queues[name].unpark()
+        return moved
+
+    @property
+    def has_unpark_requests(self) -> bool:
+        return bool(self._unpark_requests)
+
+    def finish(self, key: str) -> Workload:
+        """The workload's job ended: it releases its quota and leaves."""
+        workload = self.workloads.pop(key)
+        if workload.admission is not None:
+            self._release(workload)
+        self.queues[workload.cluster_queue].remove(key)
+        self.backing_off.pop(key, None)
+        self.pods_not_ready.discard(key)
+        self.status.pop(key, None)
+        return workload
+
+    def evict(self, key: str, *, requeue_at: float | None = None) -> Workload:
+        """Release quota and queue again; by default it keeps its place (Kueue
+        orders a preempted workload by its creation time)."""
+        workload = self.workloads[key]
+        if workload.admission is not None:
+            self._release(workload)
+        workload.evictions += 1
+        workload.check_states = {}
+        self.pods_not_ready.discard(key)
+        if requeue_at is not None:
+            workload.queued_at = requeue_at
+        if workload.active:
+            self._enqueue(workload)
+        return workload
+
+    def pods_ready_timeout(self, key: str) -> bool:
+        """Its pods were not all ready in time (Kueue's waitForPodsReady): evicted
+        and requeued after a backoff, or, past the requeue limit, deactivated.
+        Returns True when deactivated."""
+        config = self.policy.wait_for_pods_ready
+        assert config is not None
+        workload = self.workloads[key]
+        count = workload.requeue_count + 1
+        if config.backoff_limit is not None and count > config.backoff_limit:
+            self._release(workload)
+            self.pods_not_ready.discard(key)
+            workload.active = False
+            workload.check_states = {}
+            self.status[key] = Pending(
+                "Deactivated",
+                "The workload is deactivated due to exceeding the maximum number of "
+                "re-queuing retries (RequeuingLimitExceeded)",
+            )
+            return True
+        workload.requeue_count = count
+        workload.requeue_at = self.now + config.backoff(count)
+        self.evict(
+            key, requeue_at=self.now if config.timestamp == "Eviction" else workload.creation_time
+        )
+        if workload.key in self.backing_off:
+            self.status[key] = Pending(
+                "Pending",
+                f"Exceeded the PodsReady timeout; requeued after a backoff until "
+                f"t={workload.requeue_at:g}s (requeue {count})",
+            )
+        return False
+
+    def release(self, key: str) -> Workload:
+        """A preempted workload's job has stopped: free its quota, queue it again."""
+        workload = self.workloads[key]
+        workload.evictions -= 1  # counted when the eviction started
+        return self.evict(key)
+
+    def set_check(self, key: str, check: str, state: CheckState) -> None:
+        """An admission check controller answered (Kueue's workload controller)."""
+        workload = self.workloads[key]
+        if workload.admission is None or check not in workload.check_states:
+            raise ValueError(f"{key} has no admission check {check!r} to update")
+        workload.check_states[check] = state
+        self.reconcile_checks(key)
+
+    def reconcile_checks(self, key: str) -> None:
+        """Retry: release quota and queue again, ordered by the eviction time.
+        Rejected: release quota and deactivate. Ready everywhere: admitted."""
+        workload = self.workloads[key]
+        states = workload.check_states.values()
+        if CheckState.REJECTED in states:
+            rejected = sorted(
+                n for n, s in workload.check_states.items() if s is CheckState.REJECTED
+            )
+            self._release(workload)
+            workload.active = False
+            workload.check_states = {}
+            self.status[key] = Pending(
+                "Deactivated",
+                "The workload is deactivated due to AdmissionCheck in Rejected state: "
+                + "; ".join(f'"{n}"' for n in rejected),
+            )
+        elif CheckState.RETRY in states:
+            retry = sorted(n for n, s in workload.check_states.items() if s is CheckState.RETRY)
+            wait = max((workload.check_retry_after.get(n, 0.0) for n in retry), default=0.0)
+            if wait > 0:  # Kueue's requeueAt: not queued again before then
+                workload.requeue_at = max(workload.requeue_at or 0.0, self.now + wait)
+            workload.check_retry_after = {}
+            self.evict(key, requeue_at=self.now)
+            self.status[key] = Pending(
+                "Pending",
+                f"Evicted due to AdmissionCheck{'s' if len(retry) > 1 else ''} in Retry state: "
+                + "; ".join(f'"{n}"' for n in retry),
+            )
+
+    def _pending_checks(self, workload: Workload) -> dict[str, CheckState]:
+        queue = self.policy.cluster_queues[workload.cluster_queue]
+        used = {
+            flavor for flavors in (workload.admission or {}).values() for flavor in flavors.values()
+        }
+        return {
+            name: CheckState.PENDING
+            for name, on_flavors in queue.admission_checks.items()
+            if not on_flavors or used & set(on_flavors)
+        }
+
+    def _active(self, queue: ClusterQueue) -> bool:
+        return queue.stop_policy is StopPolicy.NONE
+
+    def apply_stop_policies(self) -> list[str]:
+        """A stopped ClusterQueue (Kueue's workload controller): HoldAndDrain evicts
+        everything holding quota there; Hold evicts only reservations still
+        waiting for admission checks. Returns the evicted workloads."""
+        evicted: list[str] = []
+        for name, queue in self.policy.cluster_queues.items():
+            if self._active(queue):
+                continue
+            drain = queue.stop_policy is StopPolicy.HOLD_AND_DRAIN
+            for key, workload in list(self.reserved[name].items()):
+                if drain or not workload.is_admitted:
+                    self.evict(key)
+                    self.status[key] = Pending("Suspended", f"ClusterQueue {name} is inactive")
+                    evicted.append(key)
+        return evicted
+
+    def _queued_message(self, workload: Workload) -> str:
+        return f"Waiting in ClusterQueue {workload.cluster_queue}"

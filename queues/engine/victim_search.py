@@ -1,0 +1,153 @@
+"""What both of preemption's victim searches stand on: Kueue's preemption
+reasons, a candidate and a target, and the steps classic and fair-sharing
+preemption share (who may be a victim, in what order, whether the preemptor
+fits once some are gone, which victims to give back). The searches themselves
+are in ``queues.engine.preemption`` and ``queues.engine.fair_preemption``.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+
+from queues.engine.model import FlavorResource, Policy, StopPolicy, Workload
+from queues.engine.quota import Node, QuotaTree
+
+
+class Reason(StrEnum):
+    """Kueue's Preempted condition reasons."""
+
+    IN_CLUSTER_QUEUE = "InClusterQueue"
+    IN_COHORT_RECLAMATION = "InCohortReclamation"
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+    IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+
+
+REASON_TEXT = {
+    Reason.IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    Reason.IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    Reason.IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
+    Reason.IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+}
+
+
+class Variant(Enum):
+    WITHIN_QUEUE = "within-queue"
+    HIERARCHICAL_RECLAIM = "hierarchical-reclaim"
+    RECLAIM_WITHOUT_BORROWING = "reclaim-without-borrowing"
+    RECLAIM_WHILE_BORROWING = "reclaim-while-borrowing"
+
+
+@dataclass(frozen=True)
+class Target:
+    workload: Workload
+    reason: Reason
+
+
+@dataclass(slots=True)
+class Candidate:
+    workload: Workload
+    queue: Node
+    variant: Variant
+    lca: Node | None = None
+
+
+class VictimSearch:
+    """The search's state and shared steps, against the scheduler's current usage.
+
+    ``reserved`` maps each ClusterQueue to the workloads holding quota there;
+    ``exclude`` are workloads that may not be preempted (admitted earlier in this
+    cycle); ``usage_of`` gives a workload's held usage; ``now`` stands in for the
+    admission time of workloads that have none."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        tree: QuotaTree,
+        reserved: Mapping[str, Mapping[str, Workload]],
+        usage_of: Mapping[str, Mapping[FlavorResource, int]],
+        exclude: set[str],
+        now: float,
+    ) -> None:
+        self.policy = policy
+        self.tree = tree
+        self.reserved = reserved
+        self.usage_of = usage_of
+        self.exclude = exclude
+        self.now = now
+
+    def _uses(self, workload: Workload, contested: set[FlavorResource]) -> bool:
+        return not contested.isdisjoint(self.usage_of[workload.key])
+
+    @staticmethod
+    def _satisfies(policy: str, preemptor: Workload, candidate: Workload) -> bool:
+        if policy == "LowerPriority":
+            return preemptor.priority > candidate.priority
+        if policy == "LowerOrNewerEqualPriority":
+            return preemptor.priority > candidate.priority or (
+                preemptor.priority == candidate.priority
+                and preemptor.queue_order_time < candidate.queue_order_time
+            )
+        return policy == "Any"
+
+    def _order_key(self, candidate: Candidate, preemptor_queue: str) -> tuple[object, ...]:
+        workload = candidate.workload
+        admitted = workload.admitted_at if workload.admitted_at is not None else self.now
+        return (
+            not workload.evicting,
+            candidate.queue.name == preemptor_queue,
+            workload.priority,
+            -admitted,
+            workload.key,
+        )
+
+    def _remove(self, candidate: Candidate) -> None:
+        self.tree.remove(candidate.queue.name, self.usage_of[candidate.workload.key])
+
+    def _restore(self, candidate: Candidate) -> None:
+        self.tree.add(candidate.queue.name, self.usage_of[candidate.workload.key])
+
+    def _fits(
+        self, queue: Node, usage: Mapping[FlavorResource, int], allow_borrowing: bool
+    ) -> bool:
+        for fr, amount in usage.items():
+            if not amount:
+                continue
+            if not allow_borrowing and queue.borrowing_with(fr, amount):
+                return False
+            if amount > max(0, queue.available(fr)):
+                return False
+        return True
+
+    def _fill_back(
+        self,
+        targets: list[Candidate],
+        queue: Node,
+        usage: Mapping[FlavorResource, int],
+        allow_borrowing: bool,
+    ) -> list[Candidate]:
+        """Give back victims that are not needed: walk them in reverse (the last
+        one stays), re-adding each; keep it out only if the preemptor then no
+        longer fits. Swap-delete, as Kueue does, so the order is not removal order."""
+        kept = list(targets)
+        for i in range(len(kept) - 2, -1, -1):
+            self._restore(kept[i])
+            if self._fits(queue, usage, allow_borrowing):
+                kept[i] = kept[-1]
+                kept.pop()
+            else:
+                self._remove(kept[i])
+        return kept
+
+    def _reserved(self, queue: str, preemptor: Workload) -> Iterable[Workload]:
+        """Workloads holding quota in ``queue`` that could be victims. A stopped
+        queue is not in Kueue's snapshot: its usage counts, its workloads are
+        never candidates."""
+        if self.policy.cluster_queues[queue].stop_policy is not StopPolicy.NONE:
+            return
+        for key, workload in self.reserved.get(queue, {}).items():
+            if key != preemptor.key and key not in self.exclude:
+                yield workload
