@@ -55,18 +55,9 @@ def rehearse_next_cycle(
     # The copy is thrown away: watching its entries cannot change the real cycle.
     trial._process = watched  # type: ignore[method-assign]
     result = trial.cycle()
-    if key in result.admitted:
-        return {"outcome": "admitted", "reason": "Admitted", "taken_by": []}
-    if key in result.reserved:
-        waiting = sorted(trial.workloads[key].check_states)
-        return {
-            "outcome": "quota-reserved",
-            "reason": "QuotaReserved",
-            "admission_checks": waiting,
-            "taken_by": [],
-        }
-    if key not in result.evaluated:
-        return {"outcome": "not-considered", "reason": None, "taken_by": []}
+    settled = _settled(trial, result, key)
+    if settled is not None:
+        return settled
     pending = result.evaluated[key]
     return {
         "outcome": "pending",
@@ -84,6 +75,23 @@ def rehearse_next_cycle(
     }
 
 
+def _settled(trial: Scheduler, result: CycleResult, key: str) -> dict[str, Any] | None:
+    """The outcome when the rehearsal admitted ``key``, reserved its quota or
+    never considered it; None when it left it pending."""
+    if key in result.admitted:
+        return {"outcome": "admitted", "reason": "Admitted", "taken_by": []}
+    if key in result.reserved:
+        return {
+            "outcome": "quota-reserved",
+            "reason": "QuotaReserved",
+            "admission_checks": sorted(trial.workloads[key].check_states),
+            "taken_by": [],
+        }
+    if key not in result.evaluated:
+        return {"outcome": "not-considered", "reason": None, "taken_by": []}
+    return None
+
+
 def rehearse_until_stable(scheduler: Scheduler, key: str) -> dict[str, Any]:
     """For a workload behind its queue's head: whether the cycles Kueue runs
     next, while nothing else changes, reach and admit it (a StrictFIFO head
@@ -92,19 +100,10 @@ def rehearse_until_stable(scheduler: Scheduler, key: str) -> dict[str, Any]:
     trial = copy.deepcopy(scheduler)
     trial.apply_unpark_requests()
     result = run_cycles(trial, until_stable=True)
-    if key in result.admitted:
-        return {"outcome": "admitted", "reason": "Admitted", "taken_by": []}
-    if key in result.reserved:
-        waiting = sorted(trial.workloads[key].check_states)
-        return {
-            "outcome": "quota-reserved",
-            "reason": "QuotaReserved",
-            "admission_checks": waiting,
-            "taken_by": [],
-        }
-    pending = result.evaluated.get(key)
-    if pending is None:
-        return {"outcome": "not-considered", "reason": None, "taken_by": []}
+    settled = _settled(trial, result, key)
+    if settled is not None:
+        return settled
+    pending = result.evaluated[key]
     return {
         "outcome": "pending",
         "reason": pending.reason,

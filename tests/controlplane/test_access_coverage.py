@@ -137,6 +137,16 @@ def call(client: Any, name: str, objects: Objects) -> Any:
     return client.get(path, **ELSEWHERE)
 
 
+def as_bob(org: Org, name: str, objects: Objects) -> tuple[bool, Any]:
+    """Whether ``name`` is an API URL, and bob's client for it (his token
+    for the API, his session for the pages)."""
+    if reverse(name, kwargs=objects.kwargs.get(name)).startswith("/api/"):
+        return True, org.bob
+    client = Client()
+    client.force_login(org.users["bob"])
+    return False, client
+
+
 def refusals() -> int:
     return AccessDenial.objects.count()
 
@@ -145,11 +155,7 @@ def refusals() -> int:
 def test_another_team_is_refused_and_the_refusal_logged(
     org: Org, objects: Objects, name: str
 ) -> None:
-    api = reverse(name, kwargs=objects.kwargs.get(name)).startswith("/api/")
-    client: Any = org.bob
-    if not api:
-        client = Client()
-        client.force_login(org.users["bob"])
+    api, client = as_bob(org, name, objects)
     before = refusals()
     response = call(client, name, objects)
     expected = {404} if (name not in ADMINS or not api) else {403, 404}
@@ -163,11 +169,7 @@ def test_another_team_is_refused_and_the_refusal_logged(
 def test_what_every_signed_in_user_may_read_answers_them(
     org: Org, objects: Objects, name: str
 ) -> None:
-    api = reverse(name, kwargs=objects.kwargs.get(name)).startswith("/api/")
-    client: Any = org.bob
-    if not api:
-        client = Client()
-        client.force_login(org.users["bob"])
+    _, client = as_bob(org, name, objects)
     response = call(client, name, objects)
     assert response.status_code in (200, 302, 404), (name, response.status_code)
     if response.status_code == 302:  # "my team": to his own
