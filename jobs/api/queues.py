@@ -1,7 +1,7 @@
 """``GET /api/v1/jobs/queues/``: where a job can be submitted. Each LocalQueue
 of the caller's teams' namespaces with its ClusterQueue and queue class, and
 the quota of only those flavors a job sent there may land on, decided by the
-submit's own steps (``jobs.submission.queue_offer``): a queue class that
+submit's own steps (``jobs.flavor_offer.queue_offer``): a queue class that
 refuses spot does not offer its queue's spot quota.
 
 The policy endpoints (``local-queues/``, ``cluster-queues/``) show a queue as
@@ -20,7 +20,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from jobs.submission import QueueOffer, queue_offer
+from jobs.flavor_offer import QueueOffer, queue_offer
 from queues.access import team_ids_of
 from queues.choices import CapacityType
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
