@@ -12,7 +12,7 @@ from django.conf import settings
 from berth_cli import durations
 from jobs import validation as rules
 from jobs.flavor_offer import spot_usable
-from jobs.manifests import JOB_KINDS
+from jobs.manifest_spec import JOB_KINDS
 from queues.errors import FieldError
 from queues.models import (
     ClusterQueue,

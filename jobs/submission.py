@@ -19,7 +19,8 @@ from jobs.flavor_offer import (
     split_flavors,
     spot_only_error,
 )
-from jobs.manifests import JobSpec, render_job
+from jobs.manifest_spec import JobSpec
+from jobs.manifests import render_job
 from jobs.models import JobRequest
 from jobs.models.requests import TERMINAL_STATES
 from jobs.placement import Placement, RenderError, placement_for

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobs.manifests import CONTROLLER_ENV
+from jobs.manifest_spec import CONTROLLER_ENV
 from queues.errors import FieldError
 from queues.names import dns_label_error, label_value_error, qualified_name_error
 

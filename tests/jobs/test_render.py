@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.manifests import JOB_KINDS, JobSpec, render_job
+from jobs.manifest_spec import JOB_KINDS, JobSpec
+from jobs.manifests import render_job
 from jobs.placement import Placement, RenderError
 from tests.jobs import crds
 from tests.jobs.flavors import PLACEMENT

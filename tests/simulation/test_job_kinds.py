@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from jobs.manifests import JOB_KINDS, JobSpec, Placement, render_job
+from jobs.manifest_spec import JOB_KINDS, JobSpec
+from jobs.manifests import render_job
+from jobs.placement import Placement
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
 from queues.simulation.annotations import RUNTIME
