@@ -215,7 +215,6 @@ def upsert_workload(
     _record_admission(pod_sets, assignments)
     team_ids = teams if teams is not None else _team_ids()
     job_kind, job_name = _owner(workload)
-    conditions = _conditions(workload)
     fields = {
         "namespace": metadata.get("namespace", ""),
         "name": metadata["name"],
@@ -232,28 +231,11 @@ def upsert_workload(
         "requested": totals,
         "pod_sets": pod_sets,
         "flavors": flavors,
-        "admission_checks": {
-            str(c.get("name")): {
-                "state": c.get("state", ""),
-                "lastTransitionTime": c.get("lastTransitionTime", ""),
-                "message": c.get("message", ""),
-            }
-            for c in status.get("admissionChecks") or []
-            if c.get("name")
-        },
+        "admission_checks": _admission_checks(status),
         "state": state,
         "reason": reason[:64],
         "message": message,
-        "created_at": parse_time(metadata.get("creationTimestamp")) or timezone.now(),
-        "reserved_at": parse_time(conditions.get("QuotaReserved", {}).get("lastTransitionTime"))
-        if conditions.get("QuotaReserved", {}).get("status") == "True"
-        else None,
-        "admitted_at": parse_time(conditions.get("Admitted", {}).get("lastTransitionTime"))
-        if state in (WorkloadState.ADMITTED, WorkloadState.FINISHED, WorkloadState.FAILED)
-        else None,
-        "finished_at": parse_time(conditions.get("Finished", {}).get("lastTransitionTime"))
-        if state in (WorkloadState.FINISHED, WorkloadState.FAILED)
-        else None,
+        **_times(metadata, _conditions(workload), state),
         "resource_version": str(metadata.get("resourceVersion", "")),
     }
     with transaction.atomic():
@@ -286,6 +268,38 @@ def upsert_workload(
             WorkloadRecord.objects.filter(pk=record.pk).update(evictions=evictions)
             record.evictions = evictions
     return record
+
+
+def _admission_checks(status: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    return {
+        str(c.get("name")): {
+            "state": c.get("state", ""),
+            "lastTransitionTime": c.get("lastTransitionTime", ""),
+            "message": c.get("message", ""),
+        }
+        for c in status.get("admissionChecks") or []
+        if c.get("name")
+    }
+
+
+def _times(
+    metadata: Mapping[str, Any], conditions: Mapping[str, Any], state: str
+) -> dict[str, datetime | None]:
+    """When it was created, reserved quota, was admitted and finished, from its
+    conditions (a time only where its state says the step happened)."""
+
+    def since(condition: str) -> datetime | None:
+        return parse_time(conditions.get(condition, {}).get("lastTransitionTime"))
+
+    reserved = conditions.get("QuotaReserved", {}).get("status") == "True"
+    ran = (WorkloadState.ADMITTED, WorkloadState.FINISHED, WorkloadState.FAILED)
+    ended = (WorkloadState.FINISHED, WorkloadState.FAILED)
+    return {
+        "created_at": parse_time(metadata.get("creationTimestamp")) or timezone.now(),
+        "reserved_at": since("QuotaReserved") if reserved else None,
+        "admitted_at": since("Admitted") if state in ran else None,
+        "finished_at": since("Finished") if state in ended else None,
+    }
 
 
 def _add_event(
