@@ -126,14 +126,7 @@ class WorkloadPriorityClassAdmin(ReadOnlyAdmin):
 
 @admin.register(QueueClass)
 class QueueClassAdmin(ReadOnlyAdmin):
-    list_display = [
-        "name",
-        "queueing_strategy",
-        "requires_checkpoint",
-        "requires_approval",
-        "gang_required",
-        "default_priority_class",
-    ]
+    list_display = ["name", "queueing_strategy", *QueueClass.rule_flags(), "default_priority_class"]
 
 
 @admin.register(KueueConfiguration)

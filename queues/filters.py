@@ -85,7 +85,7 @@ class PriorityClassFilter(filters.FilterSet):
 class QueueClassFilter(filters.FilterSet):
     class Meta:
         model = QueueClass
-        fields = ["requires_approval", "requires_checkpoint", "gang_required", "spot_allowed"]
+        fields = QueueClass.rule_flags()
 
 
 class PolicyChangeFilter(filters.FilterSet):

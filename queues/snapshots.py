@@ -159,20 +159,10 @@ def priority_class(obj: WorkloadPriorityClass) -> dict[str, Any]:
 
 
 def queue_class(obj: QueueClass) -> dict[str, Any]:
+    """Every policy field; a reference by the name of what it names."""
     return {
-        "name": obj.name,
-        "description": obj.description,
-        "queueing_strategy": obj.queueing_strategy,
-        "within_cluster_queue": obj.within_cluster_queue,
-        "reclaim_within_cohort": obj.reclaim_within_cohort,
-        "borrow_within_cohort_policy": obj.borrow_within_cohort_policy,
-        "default_priority_class": _name(obj.default_priority_class),
-        "requires_checkpoint": obj.requires_checkpoint,
-        "requires_approval": obj.requires_approval,
-        "gang_required": obj.gang_required,
-        "spot_allowed": obj.spot_allowed,
-        "max_runtime_seconds": obj.max_runtime_seconds,
-        "max_retries": obj.max_retries,
+        f.name: _name(getattr(obj, f.name)) if f.is_relation else getattr(obj, f.name)
+        for f in QueueClass.policy_fields()
     }
 
 

@@ -51,3 +51,15 @@ class QueueClass(QueueingPolicy, PolicyObject):
 
     def __str__(self) -> str:
         return self.name
+
+    @classmethod
+    def policy_fields(cls) -> list[models.Field]:
+        """The fields an admin writes, in declaration order: the one list the
+        defaults, history snapshots, admin columns and filters are derived from
+        (the API serializer is checked against it by a test)."""
+        return [f for f in cls._meta.concrete_fields if f.editable and not f.primary_key]
+
+    @classmethod
+    def rule_flags(cls) -> list[str]:
+        """The yes/no job rules (checkpoint, approval, gang, spot)."""
+        return [f.name for f in cls.policy_fields() if isinstance(f, models.BooleanField)]

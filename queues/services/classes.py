@@ -68,20 +68,11 @@ priority_classes: PolicyKindService[WorkloadPriorityClass] = PolicyKindService(
 )
 
 
+# What a queue class is written with when a field is left out: the model's
+# own defaults (a name is required; a reference defaults to none).
 QUEUE_CLASS_DEFAULTS: dict[str, Any] = {
-    "name": None,
-    "description": "",
-    "queueing_strategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
-    "within_cluster_queue": WithinClusterQueue.NEVER.value,
-    "reclaim_within_cohort": ReclaimWithinCohort.NEVER.value,
-    "borrow_within_cohort_policy": BorrowWithinCohortPolicy.NEVER.value,
-    "default_priority_class": None,
-    "requires_checkpoint": False,
-    "requires_approval": False,
-    "gang_required": False,
-    "spot_allowed": False,
-    "max_runtime_seconds": None,
-    "max_retries": None,
+    f.name: None if f.name == "name" or f.is_relation else f.get_default()
+    for f in QueueClass.policy_fields()
 }
 
 

@@ -141,3 +141,17 @@ def test_refused_change_records_no_history(admin_client: APIClient) -> None:
     response = admin_client.post("/api/v1/cohorts/", {"name": "Not Valid"}, format="json")
     assert response.status_code == 400
     assert PolicyChange.objects.count() == before
+
+
+def test_the_queue_class_api_writes_every_field_the_model_declares() -> None:
+    """One declaration of a queue class's fields (the model): the defaults,
+    snapshots, admin and filters derive from it, and the API must offer each."""
+    from queues.api.serializers import QueueClassSerializer
+    from queues.models import QueueClass
+    from queues.services.classes import QUEUE_CLASS_DEFAULTS
+
+    declared = {f.name for f in QueueClass.policy_fields()}
+    offered = {
+        name for name, field in QueueClassSerializer().fields.items() if not field.read_only
+    }
+    assert declared == set(QUEUE_CLASS_DEFAULTS) == offered - {"revision"}
