@@ -163,14 +163,14 @@ def _totals(
     }
 
 
-def compare(
+def _replay_both(
     today: Policy,
     proposal: Policy,
     stream: Stream,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
-    """Replay the stream under both policies; the figures per ClusterQueue and
-    in total, today's beside the proposal's. ``progress`` gets 0..99 percent."""
+    progress: Callable[[int], None] | None,
+) -> dict[str, tuple[SimulationResult, dict[str, Any]]]:
+    """Each policy's replay of the stream and its summary, by label. ``progress``
+    gets 0..99 percent over both replays, never going back."""
     runs: dict[str, tuple[SimulationResult, dict[str, Any]]] = {}
     reported = [0]
     for step, (label, policy) in enumerate((("today", today), ("proposal", proposal))):
@@ -194,6 +194,34 @@ def compare(
             requeue_delay=stream.requeue_delay,
         ).run()
         runs[label] = (result, summarize(result))
+    return runs
+
+
+def _dashboard_beside_replay(
+    stream: Stream, today: SimulationResult
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The dashboard's figures for the hours the window covers, and today's
+    replay counted the same way: they should agree. Empty without such hours."""
+    if stream.hours is None or stream.start is None:
+        return {}, {}
+    first, last = stream.hours
+    dashboard = _dashboard(first, last)
+    return dashboard, _as_dashboard(
+        today,
+        (first - stream.start).total_seconds(),
+        (last - stream.start).total_seconds(),
+    )
+
+
+def compare(
+    today: Policy,
+    proposal: Policy,
+    stream: Stream,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Replay the stream under both policies; the figures per ClusterQueue and
+    in total, today's beside the proposal's. ``progress`` gets 0..99 percent."""
+    runs = _replay_both(today, proposal, stream, progress)
     resource = runs["today"][0].series["resource"]
     names = sorted(
         set(runs["today"][1]["cluster_queues"]) | set(runs["proposal"][1]["cluster_queues"])
@@ -206,18 +234,7 @@ def compare(
             if name in summary["cluster_queues"]
         }
     recorded = _recorded(stream.recorded, stream.horizon) if stream.horizon is not None else None
-    # The dashboard's figures for the hours the window covers, beside today's
-    # replay counted the same way: they should agree.
-    dashboard: dict[str, Any] = {}
-    as_dashboard: dict[str, Any] = {}
-    if stream.hours is not None and stream.start is not None:
-        first, last = stream.hours
-        dashboard = _dashboard(first, last)
-        as_dashboard = _as_dashboard(
-            runs["today"][0],
-            (first - stream.start).total_seconds(),
-            (last - stream.start).total_seconds(),
-        )
+    dashboard, as_dashboard = _dashboard_beside_replay(stream, runs["today"][0])
     queues = [
         {
             "cluster_queue": name,

@@ -197,90 +197,120 @@ def apply_changes(
     errors: list[FieldError] = []
     targets: dict[tuple[str, str, str, str], int] = {}
     for k, change in changes:
-        prefix = f"changes[{k}]"
-        before = len(errors)
         if change.field in CLUSTER_FIELDS:
             spot = _apply_cluster_change(edited, k, change, targets, errors)
-            if spot is not None:
-                applied.append(spot)
-            continue
-        if not change.cluster_queue:
-            errors.append(FieldError(f"{prefix}.cluster_queue", "required", "pick a ClusterQueue"))
-        elif change.cluster_queue not in queues:
-            known = ", ".join(sorted(queues)[:12]) or "none"
-            errors.append(
-                FieldError(
-                    f"{prefix}.cluster_queue",
-                    "unknown-cluster-queue",
-                    f"no ClusterQueue named {change.cluster_queue!r} in {where} (it has: {known})",
-                )
-            )
-        if change.field not in FIELDS:
-            errors.append(
-                FieldError(
-                    f"{prefix}.field",
-                    "unsupported-value" if change.field else "required",
-                    f"{change.field!r} cannot be changed: use one of {', '.join(FIELDS)}"
-                    if change.field
-                    else "pick the field to change",
-                )
-            )
-        if not change.value:
-            hint = f" (or {NO_LIMIT!r} for no limit)" if change.field in QUOTA_FIELDS else ""
-            errors.append(FieldError(f"{prefix}.value", "required", f"give the new value{hint}"))
-        if len(errors) > before:
-            continue
-        index, spec = queues[change.cluster_queue]
-        base = f"clusterQueues[{index}]"
-        if change.field in QUOTA_FIELDS:
-            slots = _quota_slots(spec)
-            slot = slots.get((change.flavor, change.resource))
-            if slot is None:
-                errors.extend(_unknown_slot(prefix, change, slots))
-                continue
-            path, quota = slot
-            key = QUOTA_FIELDS[change.field]
-            if change.value.lower() == NO_LIMIT and change.field != "nominal_quota":
-                quota.pop(key, None)
-            else:
-                quota[key] = change.value
-            target = (change.cluster_queue, change.field, change.flavor, change.resource)
-            spot = _Applied(k, change.cluster_queue, f"{base}.{path}.{key}", f"{base}.{path}")
-        elif change.field == "fair_sharing_weight":
-            if not isinstance(spec.get("fairSharing"), dict):
-                spec["fairSharing"] = {}
-            spec["fairSharing"]["weight"] = change.value
-            target = (change.cluster_queue, change.field, "", "")
-            spot = _Applied(
-                k, change.cluster_queue, f"{base}.fairSharing.weight", f"{base}.fairSharing"
-            )
         else:
-            if not isinstance(spec.get("preemption"), dict):
-                spec["preemption"] = {}
-            node = spec["preemption"]
-            *parents, leaf = PREEMPTION_FIELDS[change.field]
-            for parent in parents:
-                if not isinstance(node.get(parent), dict):
-                    node[parent] = {}
-                node = node[parent]
-            node[leaf] = change.value
-            target = (change.cluster_queue, change.field, "", "")
-            path = ".".join(PREEMPTION_FIELDS[change.field])
-            spot = _Applied(
-                k, change.cluster_queue, f"{base}.preemption.{path}", f"{base}.preemption"
-            )
-        if target in targets:
-            errors.append(
-                FieldError(
-                    f"{prefix}.field",
-                    "duplicate-change",
-                    f"changes[{targets[target]}] already changes this; keep one of the two",
-                )
-            )
-            continue
-        targets[target] = k
-        applied.append(spot)
+            problems = _queue_change_errors(f"changes[{k}]", change, queues, where)
+            errors.extend(problems)
+            spot = None if problems else _apply_queue_change(queues, k, change, targets, errors)
+        if spot is not None:
+            applied.append(spot)
     return edited, applied, errors
+
+
+def _queue_change_errors(
+    prefix: str, change: Change, queues: Mapping[str, Any], where: str
+) -> list[FieldError]:
+    """What a ClusterQueue change leaves out or names wrong: its queue, its
+    field, its value."""
+    errors = []
+    if not change.cluster_queue:
+        errors.append(FieldError(f"{prefix}.cluster_queue", "required", "pick a ClusterQueue"))
+    elif change.cluster_queue not in queues:
+        known = ", ".join(sorted(queues)[:12]) or "none"
+        errors.append(
+            FieldError(
+                f"{prefix}.cluster_queue",
+                "unknown-cluster-queue",
+                f"no ClusterQueue named {change.cluster_queue!r} in {where} (it has: {known})",
+            )
+        )
+    if change.field not in FIELDS:
+        errors.append(
+            FieldError(
+                f"{prefix}.field",
+                "unsupported-value" if change.field else "required",
+                f"{change.field!r} cannot be changed: use one of {', '.join(FIELDS)}"
+                if change.field
+                else "pick the field to change",
+            )
+        )
+    if not change.value:
+        hint = f" (or {NO_LIMIT!r} for no limit)" if change.field in QUOTA_FIELDS else ""
+        errors.append(FieldError(f"{prefix}.value", "required", f"give the new value{hint}"))
+    return errors
+
+
+def _apply_queue_change(
+    queues: dict[str, tuple[int, dict[str, Any]]],
+    k: int,
+    change: Change,
+    targets: dict[tuple[str, str, str, str], int],
+    errors: list[FieldError],
+) -> _Applied | None:
+    """A change of one ClusterQueue's spec: a quota, its fair-sharing weight or
+    a preemption setting."""
+    prefix = f"changes[{k}]"
+    index, spec = queues[change.cluster_queue]
+    base = f"clusterQueues[{index}]"
+    if change.field in QUOTA_FIELDS:
+        slots = _quota_slots(spec)
+        slot = slots.get((change.flavor, change.resource))
+        if slot is None:
+            errors.extend(_unknown_slot(prefix, change, slots))
+            return None
+        target = (change.cluster_queue, change.field, change.flavor, change.resource)
+        spot = _set_quota(slot, base, k, change)
+    elif change.field == "fair_sharing_weight":
+        target = (change.cluster_queue, change.field, "", "")
+        spot = _set_weight(spec, base, k, change)
+    else:
+        target = (change.cluster_queue, change.field, "", "")
+        spot = _set_preemption(spec, base, k, change)
+    if target in targets:
+        errors.append(_duplicate(prefix, targets[target]))
+        return None
+    targets[target] = k
+    return spot
+
+
+def _set_quota(slot: tuple[str, dict[str, Any]], base: str, k: int, change: Change) -> _Applied:
+    path, quota = slot
+    key = QUOTA_FIELDS[change.field]
+    if change.value.lower() == NO_LIMIT and change.field != "nominal_quota":
+        quota.pop(key, None)
+    else:
+        quota[key] = change.value
+    return _Applied(k, change.cluster_queue, f"{base}.{path}.{key}", f"{base}.{path}")
+
+
+def _set_weight(spec: dict[str, Any], base: str, k: int, change: Change) -> _Applied:
+    if not isinstance(spec.get("fairSharing"), dict):
+        spec["fairSharing"] = {}
+    spec["fairSharing"]["weight"] = change.value
+    return _Applied(k, change.cluster_queue, f"{base}.fairSharing.weight", f"{base}.fairSharing")
+
+
+def _set_preemption(spec: dict[str, Any], base: str, k: int, change: Change) -> _Applied:
+    if not isinstance(spec.get("preemption"), dict):
+        spec["preemption"] = {}
+    node = spec["preemption"]
+    *parents, leaf = PREEMPTION_FIELDS[change.field]
+    for parent in parents:
+        if not isinstance(node.get(parent), dict):
+            node[parent] = {}
+        node = node[parent]
+    node[leaf] = change.value
+    path = ".".join(PREEMPTION_FIELDS[change.field])
+    return _Applied(k, change.cluster_queue, f"{base}.preemption.{path}", f"{base}.preemption")
+
+
+def _duplicate(prefix: str, earlier: int) -> FieldError:
+    return FieldError(
+        f"{prefix}.field",
+        "duplicate-change",
+        f"changes[{earlier}] already changes this; keep one of the two",
+    )
 
 
 def _apply_cluster_change(
@@ -310,13 +340,7 @@ def _apply_cluster_change(
         return None
     target = ("", change.field, "", "")
     if target in targets:
-        errors.append(
-            FieldError(
-                f"{prefix}.field",
-                "duplicate-change",
-                f"changes[{targets[target]}] already changes this; keep one of the two",
-            )
-        )
+        errors.append(_duplicate(prefix, targets[target]))
         return None
     targets[target] = k
     fair = document.get("fairSharing")

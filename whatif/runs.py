@@ -156,81 +156,121 @@ def prepare(
             )
         )
     if source == WhatIfSource.SCENARIO:
-        document, problems = _read_scenario(scenario)
-        if problems:
-            raise PolicyInvalid(problems + errors)
-        try:
-            parsed = parse(document, "the scenario")
-        except ScenarioError as exc:
-            raise PolicyInvalid(_scenario_errors(exc) + errors) from exc
-        size = scenario_size(parsed)
-        if size == 0:
-            errors.append(FieldError("scenario", "no-workloads", "has no workloads to replay"))
-        elif size > MAX_WORKLOADS:
-            errors.append(
-                FieldError(
-                    "scenario",
-                    "too-many-workloads",
-                    f"has {size:,} workloads; a what-if replays at most {MAX_WORKLOADS:,}",
-                )
-            )
-        proposal = _proposal_or_errors(document, changes, "the scenario", errors)
-        if errors or proposal is None:
-            raise PolicyInvalid(errors)
-        return Prepared(
-            WhatIfSource.SCENARIO,
-            parsed.policy,
-            proposal,
-            size,
-            lambda: scenario_stream(parsed),
-            baseline={},
-            scenario_text=scenario,
-        )
-    start, start_errors = _moment("window_start", window_start)
-    end, end_errors = _moment("window_end", window_end)
-    errors[:0] = start_errors + end_errors
-    count = 0
-    if not (start_errors or end_errors):
-        end = end or now or timezone.now()
-        start = start or end - DEFAULT_WINDOW
-        if start >= end:
-            errors.append(FieldError("window_end", "after-start", "must be after the start"))
-        else:
-            count = window_records(start, end).count()
-            if count == 0:
-                errors.append(
-                    FieldError(
-                        "window_start",
-                        "no-workloads",
-                        f"no workloads were created between {start:%Y-%m-%d %H:%M} and "
-                        f"{end:%Y-%m-%d %H:%M} UTC",
-                    )
-                )
-            elif count > MAX_WORKLOADS:
-                errors.append(
-                    FieldError(
-                        "window_start",
-                        "too-many-workloads",
-                        f"{count:,} workloads were created in this window; a what-if replays "
-                        f"at most {MAX_WORKLOADS:,}: choose a shorter window",
-                    )
-                )
+        return _prepare_scenario(scenario, changes, errors)
+    start, end, count = _checked_window(window_start, window_end, now, errors)
     if baseline is None:
         baseline, _ = today_document()
-    try:
-        today = parse(baseline, "today's policy").policy
-    except ScenarioError as exc:  # the stored policy always loads; say so if not
-        errors.extend(FieldError("policy", e.rule, f"{e.field}: {e.message}") for e in exc.errors)
-        raise PolicyInvalid(errors) from exc
+    today = _today_policy(baseline, errors)
     proposal = _proposal_or_errors(baseline, changes, "today's policy", errors)
     if errors or proposal is None or start is None or end is None:
         raise PolicyInvalid(errors)
-    window = (start, end)
+    return Prepared(
+        WhatIfSource.WINDOW,
+        today,
+        proposal,
+        count,
+        _window_stream(start, end, today),
+        baseline=baseline,
+        window_start=start,
+        window_end=end,
+    )
+
+
+def _prepare_scenario(
+    scenario: str, changes: list[tuple[int, Change]], errors: list[FieldError]
+) -> Prepared:
+    """A scenario run, checked: the file, the size of its stream, and the
+    proposal on its policy. ``errors``: what is already wrong with the request."""
+    document, problems = _read_scenario(scenario)
+    if problems:
+        raise PolicyInvalid(problems + errors)
+    try:
+        parsed = parse(document, "the scenario")
+    except ScenarioError as exc:
+        raise PolicyInvalid(_scenario_errors(exc) + errors) from exc
+    size = scenario_size(parsed)
+    if size == 0:
+        errors.append(FieldError("scenario", "no-workloads", "has no workloads to replay"))
+    elif size > MAX_WORKLOADS:
+        errors.append(
+            FieldError(
+                "scenario",
+                "too-many-workloads",
+                f"has {size:,} workloads; a what-if replays at most {MAX_WORKLOADS:,}",
+            )
+        )
+    proposal = _proposal_or_errors(document, changes, "the scenario", errors)
+    if errors or proposal is None:
+        raise PolicyInvalid(errors)
+    return Prepared(
+        WhatIfSource.SCENARIO,
+        parsed.policy,
+        proposal,
+        size,
+        lambda: scenario_stream(parsed),
+        baseline={},
+        scenario_text=scenario,
+    )
+
+
+def _checked_window(
+    window_start: str | datetime | None,
+    window_end: str | datetime | None,
+    now: datetime | None,
+    errors: list[FieldError],
+) -> tuple[datetime | None, datetime | None, int]:
+    """The window asked for (by default the DEFAULT_WINDOW up to now) and how
+    many workloads were created in it; what is wrong with it goes to ``errors``,
+    its unreadable moments first."""
+    start, start_errors = _moment("window_start", window_start)
+    end, end_errors = _moment("window_end", window_end)
+    errors[:0] = start_errors + end_errors
+    if start_errors or end_errors:
+        return start, end, 0
+    end = end or now or timezone.now()
+    start = start or end - DEFAULT_WINDOW
+    if start >= end:
+        errors.append(FieldError("window_end", "after-start", "must be after the start"))
+        return start, end, 0
+    count = window_records(start, end).count()
+    if count == 0:
+        errors.append(
+            FieldError(
+                "window_start",
+                "no-workloads",
+                f"no workloads were created between {start:%Y-%m-%d %H:%M} and "
+                f"{end:%Y-%m-%d %H:%M} UTC",
+            )
+        )
+    elif count > MAX_WORKLOADS:
+        errors.append(
+            FieldError(
+                "window_start",
+                "too-many-workloads",
+                f"{count:,} workloads were created in this window; a what-if replays "
+                f"at most {MAX_WORKLOADS:,}: choose a shorter window",
+            )
+        )
+    return start, end, count
+
+
+def _today_policy(baseline: Mapping[str, Any], errors: list[FieldError]) -> Policy:
+    try:
+        return parse(baseline, "today's policy").policy
+    except ScenarioError as exc:  # the stored policy always loads; say so if not
+        errors.extend(FieldError("policy", e.rule, f"{e.field}: {e.message}") for e in exc.errors)
+        raise PolicyInvalid(errors) from exc
+
+
+def _window_stream(start: datetime, end: datetime, today: Policy) -> Callable[[], Stream]:
+    """The window's stream, read only when the run runs (a window's can be
+    large), at the pace the cluster runs at then."""
 
     def stream() -> Stream:
         pace = cluster_pace()
         return recorded_stream(
-            *window,
+            start,
+            end,
             today,
             observed=timezone.now(),
             speedup=pace.speedup,
@@ -238,16 +278,7 @@ def prepare(
             requeue_delay=pace.requeue_delay,
         )
 
-    return Prepared(
-        WhatIfSource.WINDOW,
-        today,
-        proposal,
-        count,
-        stream,
-        baseline=baseline,
-        window_start=start,
-        window_end=end,
-    )
+    return stream
 
 
 def _proposal_or_errors(

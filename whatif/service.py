@@ -6,8 +6,9 @@ some ClusterQueue fields changed), on exactly the same stream, and compare.
 it is now and queues the run after the commit; ``execute`` (the Celery task)
 claims a queued run once, runs the simulator twice, writing progress as it
 goes, and stores the figures or the error. ``proposal`` edits the policy,
-``stream`` builds what is replayed, ``figures`` replays it and compares,
-``runs`` does the rest. This module is what pages and the task call.
+``stream`` builds what is replayed (from what ``window_history`` reads of the
+records), ``figures`` replays it and compares, ``runs`` does the rest. This
+module is what pages and the task call.
 """
 
 from whatif.figures import compare

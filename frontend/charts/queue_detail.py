@@ -11,6 +11,7 @@ from frontend.charts._core import (
     SERIES_COLOURS,
     Chart,
     Num,
+    ResourceUnit,
     Table,
     axis,
     category_axis,
@@ -138,6 +139,69 @@ def queue_quota(rows: Iterable[Any]) -> Chart:
     return chart(data, spec, Table(headers, table_rows))
 
 
+def _group_usage(
+    points: list[_Usage],
+) -> tuple[dict[str, list[_Usage]], dict[datetime, list[Num]]]:
+    """The points per flavor, and per time the queue's total borrowed (slot 0)
+    and nominal (slot 1) over its flavors."""
+    by_flavor: dict[str, list[_Usage]] = defaultdict(list)
+    totals: dict[datetime, list[Num]] = {}
+    for point in points:
+        by_flavor[point.flavor].append(point)
+        total = totals.setdefault(point.at, [None, None])
+        for slot, value in ((0, point.borrowed), (1, point.nominal)):
+            if value is not None:
+                total[slot] = (total[slot] or 0) + value
+    return by_flavor, totals
+
+
+def _usage_traces(
+    by_flavor: dict[str, list[_Usage]], unit: ResourceUnit, value_hover: str
+) -> list[dict[str, Any]]:
+    """One line per flavor, stacked: what it had in use."""
+    return [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": flavor,
+            "stackgroup": "usage",
+            "x": [iso(p.at) for p in series],
+            "y": [unit.value(p.usage) for p in series],
+            "line": {"color": colour_for(flavor), "width": 1, "shape": "hv"},
+            "hovertemplate": f"%{{fullData.name}} in use: {value_hover}<extra></extra>",
+        }
+        for flavor, series in sorted(by_flavor.items())
+    ]
+
+
+def _total_traces(
+    totals: dict[datetime, list[Num]], times: list[datetime], unit: ResourceUnit, value_hover: str
+) -> list[dict[str, Any]]:
+    """The total nominal quota (dashed) and borrowed (dotted) lines, each where it has values."""
+    traces = []
+    for label, slot, dash in (("nominal quota", 1, "dash"), ("borrowed", 0, "dot")):
+        values = [totals[t][slot] for t in times]
+        if all(v is None for v in values):
+            continue
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": label,
+                "x": [iso(t) for t in times],
+                "y": [unit.value(v) for v in values],
+                "line": {
+                    "color": SERIES_COLOURS["nominal" if slot else "borrowed"],
+                    "dash": dash,
+                    "width": 2,
+                    "shape": "hv",
+                },
+                "hovertemplate": f"{label}: {value_hover}<extra></extra>",
+            }
+        )
+    return traces
+
+
 def usage_over_time(rows: Iterable[Any], *, resource: str = "nvidia.com/gpu") -> Chart:
     """One ClusterQueue's usage over time, stacked by flavor, with its total
     nominal quota (dashed) and the total borrowed above it (dotted).
@@ -159,50 +223,11 @@ def usage_over_time(rows: Iterable[Any], *, resource: str = "nvidia.com/gpu") ->
     )
     if not points:
         return empty_chart(name, headers)
-    by_flavor: dict[str, list[_Usage]] = defaultdict(list)
-    # Per time, the queue's total borrowed (slot 0) and nominal (slot 1) over its flavors.
-    totals: dict[datetime, list[Num]] = {}
-    for point in points:
-        by_flavor[point.flavor].append(point)
-        total = totals.setdefault(point.at, [None, None])
-        for slot, value in ((0, point.borrowed), (1, point.nominal)):
-            if value is not None:
-                total[slot] = (total[slot] or 0) + value
+    by_flavor, totals = _group_usage(points)
     value_hover = f"%{{y:{unit.hover}}} {unit.suffix}"
-    data: list[dict[str, Any]] = [
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "name": flavor,
-            "stackgroup": "usage",
-            "x": [iso(p.at) for p in series],
-            "y": [unit.value(p.usage) for p in series],
-            "line": {"color": colour_for(flavor), "width": 1, "shape": "hv"},
-            "hovertemplate": f"%{{fullData.name}} in use: {value_hover}<extra></extra>",
-        }
-        for flavor, series in sorted(by_flavor.items())
-    ]
     times = sorted(totals)
-    for label, slot, dash in (("nominal quota", 1, "dash"), ("borrowed", 0, "dot")):
-        values = [totals[t][slot] for t in times]
-        if all(v is None for v in values):
-            continue
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": label,
-                "x": [iso(t) for t in times],
-                "y": [unit.value(v) for v in values],
-                "line": {
-                    "color": SERIES_COLOURS["nominal" if slot else "borrowed"],
-                    "dash": dash,
-                    "width": 2,
-                    "shape": "hv",
-                },
-                "hovertemplate": f"{label}: {value_hover}<extra></extra>",
-            }
-        )
+    data = _usage_traces(by_flavor, unit, value_hover)
+    data += _total_traces(totals, times, unit, value_hover)
     span = time_range(times, timedelta(minutes=10))
     spec = layout(
         name,

@@ -134,31 +134,8 @@ def _escape(value: str) -> str:
     return html.escape(value, quote=False)
 
 
-def job_timeline(events: Iterable[Any], now: datetime) -> Chart:
-    """A job's phases (submitting, waiting, reserved, running, stopping,
-    inactive) as bars from start to end on a date axis, and its events as
-    markers with their reason in the hover; a phase still open runs to ``now``.
-
-    events: ``{"type", "at": datetime, "reason"}`` — Berth's steps (submitted,
-    created-on-cluster, cancelled) and the workload's events, in any order.
-    """
-    name = "job_timeline"
-    headers = ["from (UTC)", "to (UTC)", "phase or event", "duration", "reason"]
-    # To the second, as the cluster records its times: Berth's own steps carry
-    # microseconds, so a workload created in the same second would otherwise
-    # seem to come before the job was submitted. Within a second, lifecycle order.
-    items = sorted(
-        (
-            (at.replace(microsecond=0), text(field(e, "type")), text(field(e, "reason")))
-            for e in events
-            if (at := moment(field(e, "at"))) is not None
-        ),
-        key=lambda i: (i[0], _rank(i[1]), i[1], i[2]),
-    )
-    if not items:
-        return empty_chart(name, headers)
-    now = utc(now).replace(microsecond=0)
-    found = phases(items, now)
+def _phase_bars(found: list[Phase]) -> list[dict[str, Any]]:
+    """One bar trace per kind of phase, in PHASE_COLOURS order."""
     data: list[dict[str, Any]] = []
     for kind, colour in PHASE_COLOURS.items():
         mine = [p for p in found if p.kind == kind]
@@ -189,6 +166,12 @@ def job_timeline(events: Iterable[Any], now: datetime) -> Chart:
                 ),
             }
         )
+    return data
+
+
+def _event_markers(items: list[tuple[datetime, str, str]]) -> list[dict[str, Any]]:
+    """One marker trace per group of MARKERS that has events."""
+    data: list[dict[str, Any]] = []
     for label, _kinds, symbol, colour in MARKERS:
         mine_events = [i for i in items if _marker_group(i[1]) == label]
         if not mine_events:
@@ -212,14 +195,11 @@ def job_timeline(events: Iterable[Any], now: datetime) -> Chart:
                 "hovertemplate": hover("%{customdata[0]}", "%{customdata[1]} UTC%{customdata[2]}"),
             }
         )
-    span = time_range([items[0][0], max(now, items[-1][0])], timedelta(minutes=1))
-    spec = layout(
-        name,
-        280,
-        barmode="overlay",
-        xaxis=date_axis(hoverformat="%Y-%m-%d %H:%M:%S UTC", range=span),
-        yaxis=category_axis(showticklabels=False, showgrid=False),
-    )
+    return data
+
+
+def _table_rows(items: list[tuple[datetime, str, str]], found: list[Phase]) -> list[list[str]]:
+    """Events and phases in time order, each event before a phase it starts."""
     rows: list[tuple[tuple[datetime, int], list[str]]] = [
         ((at, 0), [_when(at), DASH, kind, DASH, reason]) for at, kind, reason in items
     ]
@@ -238,4 +218,41 @@ def job_timeline(events: Iterable[Any], now: datetime) -> Chart:
     ]
     # Stable sort: events keep their lifecycle order within a timestamp.
     rows.sort(key=lambda r: r[0])
-    return chart(data, spec, Table(headers, [r for _, r in rows]))
+    return [r for _, r in rows]
+
+
+def job_timeline(events: Iterable[Any], now: datetime) -> Chart:
+    """A job's phases (submitting, waiting, reserved, running, stopping,
+    inactive) as bars from start to end on a date axis, and its events as
+    markers with their reason in the hover; a phase still open runs to ``now``.
+
+    events: ``{"type", "at": datetime, "reason"}`` — Berth's steps (submitted,
+    created-on-cluster, cancelled) and the workload's events, in any order.
+    """
+    name = "job_timeline"
+    headers = ["from (UTC)", "to (UTC)", "phase or event", "duration", "reason"]
+    # To the second, as the cluster records its times: Berth's own steps carry
+    # microseconds, so a workload created in the same second would otherwise
+    # seem to come before the job was submitted. Within a second, lifecycle order.
+    items = sorted(
+        (
+            (at.replace(microsecond=0), text(field(e, "type")), text(field(e, "reason")))
+            for e in events
+            if (at := moment(field(e, "at"))) is not None
+        ),
+        key=lambda i: (i[0], _rank(i[1]), i[1], i[2]),
+    )
+    if not items:
+        return empty_chart(name, headers)
+    now = utc(now).replace(microsecond=0)
+    found = phases(items, now)
+    span = time_range([items[0][0], max(now, items[-1][0])], timedelta(minutes=1))
+    spec = layout(
+        name,
+        280,
+        barmode="overlay",
+        xaxis=date_axis(hoverformat="%Y-%m-%d %H:%M:%S UTC", range=span),
+        yaxis=category_axis(showticklabels=False, showgrid=False),
+    )
+    data = _phase_bars(found) + _event_markers(items)
+    return chart(data, spec, Table(headers, _table_rows(items, found)))

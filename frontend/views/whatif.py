@@ -211,6 +211,74 @@ def _wait_scale(values: list[float]) -> tuple[float, str]:
     return 3600.0, "h"
 
 
+def _sides(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    return row.get("today") or {}, row.get("proposal") or {}
+
+
+def _busy(row: dict[str, Any], changed: set[str]) -> bool:
+    """Whether a ClusterQueue's row is worth a table: it had workloads or was changed."""
+    return row["cluster_queue"] in changed or any(s.get("workloads") for s in _sides(row))
+
+
+def _p95_shift(row: dict[str, Any]) -> float:
+    today, proposal = (side.get("p95_wait") for side in _sides(row))
+    return abs((proposal or 0) - (today or 0))
+
+
+def _figure(row: dict[str, Any], side: str, key: str, divide: float = 1.0) -> float | None:
+    figure = (row.get(side) or {}).get(key)
+    return None if figure is None else float(figure) / divide
+
+
+def _p95_change(row: dict[str, Any]) -> str | None:
+    starved = never_admitted_text(*_sides(row))
+    return f"not better: {starved}" if starved else None
+
+
+def _p95_chart(shown: list[dict[str, Any]]) -> charts.Chart:
+    """Each shown ClusterQueue's p95 wait under both policies, in a unit that suits them."""
+    waits = [
+        float(side["p95_wait"])
+        for q in shown
+        for side in _sides(q)
+        if side.get("p95_wait") is not None
+    ]
+    scale, unit = _wait_scale(waits)
+    return charts.comparison(
+        [
+            {
+                "cluster_queue": q["cluster_queue"],
+                "today": _figure(q, "today", "p95_wait", scale),
+                "proposal": _figure(q, "proposal", "p95_wait", scale),
+                "change": _p95_change(q),
+            }
+            for q in shown
+        ],
+        f"p95 wait ({unit})",
+        unit=unit,
+    )
+
+
+def _preemption_chart(shown: list[dict[str, Any]]) -> charts.Chart:
+    """Preemptions under both policies, for the shown ClusterQueues that had any."""
+    preempting = [
+        q
+        for q in shown
+        if any((q.get(side) or {}).get("preemptions") for side in ("today", "proposal"))
+    ]
+    return charts.comparison(
+        [
+            {
+                "cluster_queue": q["cluster_queue"],
+                "today": _figure(q, "today", "preemptions"),
+                "proposal": _figure(q, "proposal", "preemptions"),
+            }
+            for q in preempting
+        ],
+        "preemptions",
+    )
+
+
 def comparison(run: WhatIfRun) -> dict[str, Any]:
     """The side-by-side of a finished run: totals, a table per ClusterQueue
     that had workloads (or was changed), and charts of p95 wait and preemptions."""
@@ -218,42 +286,11 @@ def comparison(run: WhatIfRun) -> dict[str, Any]:
     resource = str(result.get("resource") or "nvidia.com/gpu")
     totals = result.get("totals") or {}
     changed = {str(c.get("cluster_queue")) for c in run.changes}
-
-    def busy(row: dict[str, Any]) -> bool:
-        sides = [row.get("today") or {}, row.get("proposal") or {}]
-        return row["cluster_queue"] in changed or any(s.get("workloads") for s in sides)
-
-    def p95_shift(row: dict[str, Any]) -> float:
-        today = (row.get("today") or {}).get("p95_wait")
-        proposal = (row.get("proposal") or {}).get("p95_wait")
-        return abs((proposal or 0) - (today or 0))
-
     queues = result.get("queues") or []
     shown = sorted(
-        (q for q in queues if busy(q)),
-        key=lambda q: (q["cluster_queue"] not in changed, -p95_shift(q), q["cluster_queue"]),
+        (q for q in queues if _busy(q, changed)),
+        key=lambda q: (q["cluster_queue"] not in changed, -_p95_shift(q), q["cluster_queue"]),
     )
-    waits = [
-        float(side["p95_wait"])
-        for q in shown
-        for side in (q.get("today") or {}, q.get("proposal") or {})
-        if side.get("p95_wait") is not None
-    ]
-    scale, unit = _wait_scale(waits)
-    preempting = [
-        q
-        for q in shown
-        if any((q.get(side) or {}).get("preemptions") for side in ("today", "proposal"))
-    ]
-
-    def value(row: dict[str, Any], side: str, key: str, divide: float = 1.0) -> float | None:
-        figure = (row.get(side) or {}).get(key)
-        return None if figure is None else float(figure) / divide
-
-    def p95_change(row: dict[str, Any]) -> str | None:
-        starved = never_admitted_text(row.get("today") or {}, row.get("proposal") or {})
-        return f"not better: {starved}" if starved else None
-
     return {
         "resource": resource,
         "totals": metric_rows(totals.get("today"), totals.get("proposal"), resource),
@@ -272,31 +309,9 @@ def comparison(run: WhatIfRun) -> dict[str, Any]:
             }
             for q in shown
         ],
-        "quiet": [q["cluster_queue"] for q in queues if not busy(q)],
-        "p95_chart": charts.comparison(
-            [
-                {
-                    "cluster_queue": q["cluster_queue"],
-                    "today": value(q, "today", "p95_wait", scale),
-                    "proposal": value(q, "proposal", "p95_wait", scale),
-                    "change": p95_change(q),
-                }
-                for q in shown
-            ],
-            f"p95 wait ({unit})",
-            unit=unit,
-        ),
-        "preemption_chart": charts.comparison(
-            [
-                {
-                    "cluster_queue": q["cluster_queue"],
-                    "today": value(q, "today", "preemptions"),
-                    "proposal": value(q, "proposal", "preemptions"),
-                }
-                for q in preempting
-            ],
-            "preemptions",
-        ),
+        "quiet": [q["cluster_queue"] for q in queues if not _busy(q, changed)],
+        "p95_chart": _p95_chart(shown),
+        "preemption_chart": _preemption_chart(shown),
         "notes": result.get("notes") or [],
         "runtime_sources": result.get("runtime_sources") or {},
     }

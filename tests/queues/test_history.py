@@ -151,7 +151,5 @@ def test_the_queue_class_api_writes_every_field_the_model_declares() -> None:
     from queues.services.classes import QUEUE_CLASS_DEFAULTS
 
     declared = {f.name for f in QueueClass.policy_fields()}
-    offered = {
-        name for name, field in QueueClassSerializer().fields.items() if not field.read_only
-    }
+    offered = {name for name, field in QueueClassSerializer().fields.items() if not field.read_only}
     assert declared == set(QUEUE_CLASS_DEFAULTS) == offered - {"revision"}
