@@ -80,15 +80,7 @@ def class_rules(
                 "give one, or set spot_allowed to false",
             )
         )
-    if data.get("min_nodes") is not None and queue_class and queue_class.gang_required:
-        errors.append(
-            FieldError(
-                "min_nodes",
-                "gang-required",
-                f"queue class {class_name} starts all of a job's nodes together (a gang): "
-                "leave min_nodes out, or use a queue class that admits part of a job",
-            )
-        )
+    errors.extend(_gang_errors(data, queue_class))
     runtime = data.get("max_runtime_seconds")
     limit = queue_class.max_runtime_seconds if queue_class else None
     if runtime is not None and limit is not None and runtime > limit:
@@ -126,3 +118,17 @@ def class_rules(
     if checkpoint and interval is None:
         interval = int(settings.BERTH_CHECKPOINT_INTERVAL)
     return errors, spot, runtime if runtime is not None else limit, interval if checkpoint else None
+
+
+def _gang_errors(data: Mapping[str, Any], queue_class: QueueClass | None) -> list[FieldError]:
+    """A class that starts all of a job's nodes together admits no part of one."""
+    if data.get("min_nodes") is None or not (queue_class and queue_class.gang_required):
+        return []
+    return [
+        FieldError(
+            "min_nodes",
+            "gang-required",
+            f"queue class {queue_class.name} starts all of a job's nodes together (a gang): "
+            "leave min_nodes out, or use a queue class that admits part of a job",
+        )
+    ]
