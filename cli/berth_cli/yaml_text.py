@@ -5,7 +5,7 @@ Block style, two spaces per level. A string is written plain only when no
 YAML reader could take it for anything else (it starts with a letter and holds
 only letters, digits, spaces and ``_./()-``, and is not a YAML 1.1 boolean or
 null such as ``yes`` or ``off``); every other string is double-quoted, with
-JSON's escapes, which YAML reads the same way. ``tests/jobs/test_cli_yaml.py``
+JSON's escapes, which YAML reads the same way. ``tests/cli/test_cli_yaml.py``
 reads random documents back with PyYAML.
 """
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from accounts.models import AccessDenial, ApiToken
 from jobs.models import JobRequest
 from queues.models import Team
-from tests.jobs.approval_support import approval_request
+from tests.approvals.approval_support import approval_request
 from tests.jobs.conftest import Org, org
 from whatif.models import WhatIfRun
 

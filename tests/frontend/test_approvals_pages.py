@@ -22,8 +22,8 @@ from approvals.history import CSV_COLUMNS, history_events
 from approvals.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
 from queues import services
 from queues.models import Team
+from tests.approvals.approval_support import approval_request, approvers
 from tests.factories import user
-from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org, job, org
 
 __all__ = ["org"]

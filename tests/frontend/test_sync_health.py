@@ -2,7 +2,7 @@
 many runs in a row, the error, when it last succeeded), late (it stopped
 running) or not run yet; and the job page saying why a job is not (or still)
 on the cluster. The real failures behind these rows are made on a real API
-server in tests/sync/test_sync_steps.py and tests/jobs/test_cluster_errors.py."""
+server in tests/cluster/test_sync_steps.py and tests/jobs/test_cluster_errors.py."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from controlplane import urls as site_urls
 from frontend.views import whatif as views
 from queues.display import duration
 from tests.jobs.conftest import GPU, Org, org
-from tests.jobs.test_whatif_task import SCENARIO, congested, raise_research
+from tests.whatif.test_whatif_task import SCENARIO, congested, raise_research
 from whatif import service as whatif
 from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
 

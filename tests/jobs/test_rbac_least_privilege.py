@@ -40,9 +40,9 @@ from queues.backends.base import ClusterBackend
 from queues.backends.kubernetes import KubernetesBackend
 from queues.models import ClusterQueue, ReconcileRun
 from queues.reconcile import reconcile
+from tests.approvals.approval_support import approvers
 from tests.envtest.cluster import PROBE_AGENT, EnvtestCluster
 from tests.envtest.controlplane import BERTH_USER, RBAC_FILE, ControlPlane
-from tests.jobs.approval_support import approvers
 from tests.jobs.conftest import Org, gpus, job
 
 KUEUE, V = "kueue.x-k8s.io", "v1beta2"

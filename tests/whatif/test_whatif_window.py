@@ -17,7 +17,7 @@ from cluster.models import WorkloadState as W
 from jobs.models import JobRequest
 from queues.models import Team
 from tests.jobs.conftest import GPU, Org, org
-from tests.jobs.test_whatif_task import congested, queue_row, raise_research, recorded
+from tests.whatif.test_whatif_task import congested, queue_row, raise_research, recorded
 from whatif import runs as whatif_runs
 from whatif import service as whatif
 from whatif.stream import recorded_stream

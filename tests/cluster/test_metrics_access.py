@@ -12,10 +12,10 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from accounts.models import AccessDenial
+from tests.cluster.metrics_support import CONTENT_TYPE, URL
 from tests.controlplane.test_startup import clean_env, run
 from tests.factories import user
 from tests.jobs.conftest import Org
-from tests.jobs.metrics_support import CONTENT_TYPE, URL
 
 TOKEN = "s3cret-metrics-token-0123456789"
 REMOTE = "203.0.113.7"  # TEST-NET-3: not loopback

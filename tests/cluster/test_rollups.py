@@ -9,8 +9,8 @@ from typing import Any
 from cluster.models import WAIT_BUCKETS, PreemptionRollup, WaitRollup
 from cluster.rollups import bucket_of
 from cluster.sync import sync_workloads
+from tests.cluster.test_sync import ADMITTED, KUEUE, T1, T2, condition, record, research, workload
 from tests.reconcile.clusters import ClusterUnderTest
-from tests.sync.test_sync import ADMITTED, KUEUE, T1, T2, condition, record, research, workload
 
 __all__ = ["research"]
 

@@ -43,9 +43,9 @@ from queues.backends import get_backend
 from queues.backends.kubernetes import KubernetesBackend
 from queues.models import ReconcileRun
 from queues.reconcile import reconcile
+from tests.approvals.approval_support import approvers
 from tests.envtest.cluster import EnvtestCluster
 from tests.envtest.controlplane import ControlPlane
-from tests.jobs.approval_support import approvers
 from tests.jobs.conftest import Org, job
 from tests.kube.apiserver import FakeApiServer
 

@@ -19,8 +19,8 @@ from approvals.access import (
 from approvals.decide import AlreadyDecided, decide
 from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalState
 from queues.errors import PolicyInvalid
+from tests.approvals.approval_support import approval_request, approvers
 from tests.celery_broker import wait_until
-from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org
 
 

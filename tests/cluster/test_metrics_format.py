@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from queues.metric_families import Family, counter, gauge, histogram
-from tests.jobs.metrics_support import ODD_REASON, one, parse, values
+from tests.cluster.metrics_support import ODD_REASON, one, parse, values
 
 
 def written(*families: Family) -> str:

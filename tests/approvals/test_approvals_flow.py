@@ -18,7 +18,7 @@ from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
 from approvals.status import CHECK_NAME, check_of
 from jobs.models import JobRequest, JobState
 from queues.backends.base import TYPES
-from tests.jobs.approval_support import approvers
+from tests.approvals.approval_support import approvers
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import URL, Cluster
 

@@ -16,7 +16,7 @@ from cluster.runtimes import Runtimes, quantile, recorded_runtimes
 from jobs.models import JobRequest
 from queues.models import Team
 from tests.jobs.conftest import GPU, Org, org
-from tests.jobs.test_whatif_task import recorded
+from tests.whatif.test_whatif_task import recorded
 
 __all__ = ["org"]
 MINUTE = 60.0

@@ -13,15 +13,15 @@ from approvals.controller import drive_approvals
 from approvals.decide import decide
 from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
 from jobs.models import JobState
-from tests.jobs.approval_support import approvers
-from tests.jobs.conftest import Org
-from tests.jobs.simulated_cluster import Cluster
-from tests.jobs.test_approvals_flow import (
+from tests.approvals.approval_support import approvers
+from tests.approvals.test_approvals_flow import (
     _evict_and_return,
     raise_request,
     state,
     workload_check,
 )
+from tests.jobs.conftest import Org
+from tests.jobs.simulated_cluster import Cluster
 
 
 @pytest.fixture

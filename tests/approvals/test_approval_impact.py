@@ -17,10 +17,10 @@ from approvals.models import ApprovalRequest
 from cluster.models import WorkloadRecord
 from jobs.models import JobRequest, JobState
 from queues.models import Team
-from tests.jobs.approval_support import approvers
+from tests.approvals.approval_support import approvers
+from tests.approvals.test_approvals_flow import URGENT
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import Cluster
-from tests.jobs.test_approvals_flow import URGENT
 
 GPU = "nvidia.com/gpu"
 

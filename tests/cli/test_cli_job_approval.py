@@ -27,8 +27,8 @@ from django.utils import timezone
 
 from accounts.services import create_token
 from jobs.models import JobRequest
+from tests.cli.test_cli import Berth
 from tests.jobs.conftest import Org, job
-from tests.jobs.test_cli import Berth
 
 
 class WithApproval:
@@ -202,7 +202,7 @@ def test_against_the_real_approval_field(
 ) -> None:
     """No pass-through: Berth's own detail, with a real approval request."""
     from approvals.models import ApprovalState
-    from tests.jobs.approval_support import approval_request
+    from tests.approvals.approval_support import approval_request
 
     monkeypatch.setenv("BERTH_URL", live_server.url)
     stored = JobRequest.objects.get()

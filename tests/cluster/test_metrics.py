@@ -28,8 +28,8 @@ from cluster.models import (
 )
 from jobs.models import JobRequest, JobState
 from queues.models import DriftRecord, PolicyChange, ReconcileRun
+from tests.cluster.metrics_support import ODD_REASON, URL, one, parse, scrape, values
 from tests.jobs.conftest import Org, job
-from tests.jobs.metrics_support import ODD_REASON, URL, one, parse, scrape, values
 
 GPU = "nvidia.com/gpu"
 OLD = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)

@@ -21,7 +21,7 @@ from approvals.impact import impact_preview
 from approvals.status import CHECK_NAME
 from cluster.models import EventType, WorkloadEvent, WorkloadRecord
 from queues.models import Team
-from tests.jobs.approval_support import approval_request
+from tests.approvals.approval_support import approval_request
 from tests.jobs.conftest import Org
 
 GPU = "nvidia.com/gpu"

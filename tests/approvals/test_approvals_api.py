@@ -21,8 +21,8 @@ from approvals.history import CSV_COLUMNS
 from approvals.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
 from queues import services
 from queues.models import Team
+from tests.approvals.approval_support import approval_request, approvers
 from tests.factories import token_client, user
-from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org
 
 URL = "/api/v1/approvals/"

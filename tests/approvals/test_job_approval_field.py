@@ -17,10 +17,10 @@ from django.test.utils import CaptureQueriesContext
 from approvals.controller import drive_approvals
 from approvals.decide import decide
 from approvals.models import ApprovalRequest
-from tests.jobs.approval_support import approvers
+from tests.approvals.approval_support import approvers
+from tests.approvals.test_approvals_flow import raise_request
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import URL, Cluster
-from tests.jobs.test_approvals_flow import raise_request
 
 FIELDS = {"id", "state", "requested_at", "deadline", "decided_by", "decided_at", "reason", "url"}
 

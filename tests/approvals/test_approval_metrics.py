@@ -10,9 +10,9 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import ApprovalState
-from tests.jobs.approval_support import approval_request
+from tests.approvals.approval_support import approval_request
+from tests.cluster.metrics_support import one, scrape
 from tests.jobs.conftest import Org
-from tests.jobs.metrics_support import one, scrape
 
 
 def test_approval_families(org: Org, client: Client) -> None:

@@ -19,7 +19,7 @@ from approvals.models import ApprovalAction
 from approvals.notify import notify_approvers
 from queues.backends.simulated import SimulatedBackend
 from queues.locks import try_lock
-from tests.jobs.approval_support import approval_request, approvers
+from tests.approvals.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org
 
 

@@ -16,9 +16,9 @@ from django.utils import timezone
 from accounts.services import create_token
 from approvals.models import ApprovalAction, ApprovalEvent, ApprovalRequest, ApprovalState
 from queues.models import Team
-from tests.jobs.approval_support import approval_request, approvers
+from tests.approvals.approval_support import approval_request, approvers
+from tests.cli.test_cli import Berth, one_line
 from tests.jobs.conftest import Org
-from tests.jobs.test_cli import Berth, one_line
 
 As = Callable[[str], Berth]
 

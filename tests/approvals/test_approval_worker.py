@@ -14,11 +14,11 @@ from approvals.decide import decide
 from approvals.models import ApprovalAction, ApprovalRequest
 from controlplane.celery import app
 from queues.models import SimulatedEvent
+from tests.approvals.approval_support import approval_request, approvers
+from tests.approvals.test_approvals_flow import raise_request, workload_check
 from tests.celery_broker import redis_queue, wait_until
-from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import Cluster
-from tests.jobs.test_approvals_flow import raise_request, workload_check
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

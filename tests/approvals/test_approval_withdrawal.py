@@ -16,13 +16,13 @@ from approvals.controller import drive_approvals
 from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
 from approvals.notify import notify_approvers
 from jobs.models import JobRequest, JobState
+from tests.approvals.approval_support import approval_request, approvers
+from tests.approvals.test_approval_impact import fill_the_cohort
+from tests.approvals.test_approval_notify import Hook
+from tests.approvals.test_approvals_flow import URGENT, raise_request
 from tests.factories import user
-from tests.jobs.approval_support import approval_request, approvers
 from tests.jobs.conftest import Org
 from tests.jobs.simulated_cluster import URL, Cluster
-from tests.jobs.test_approval_impact import fill_the_cohort
-from tests.jobs.test_approval_notify import Hook
-from tests.jobs.test_approvals_flow import URGENT, raise_request
 
 
 @pytest.fixture
