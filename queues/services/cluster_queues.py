@@ -20,7 +20,12 @@ from queues.choices import (
 from queues.errors import FieldError, PolicyConflict
 from queues.models import ClusterQueue, Cohort, QueueClass, Team, WorkloadPriorityClass
 from queues.services.classes import preemption_choice_errors
-from queues.services.common import choice_errors, immutable_errors, in_use, required_errors, resolve
+from queues.services.common import (
+    choice_errors,
+    in_use,
+    object_name_errors,
+    resolve,
+)
 from queues.services.kinds import PolicyKindService, save_fields
 from queues.services.local_queues import remove_generated_local_queues, sync_generated_local_queues
 from queues.services.quotas import ParsedQuota, parse_quota_fields, replace_quotas
@@ -85,20 +90,12 @@ def _parse(spec: dict[str, Any]) -> ParsedQuota:
 
 
 def _validate(spec: dict[str, Any], existing: ClusterQueue | None) -> list[FieldError]:
-    errors = required_errors(spec, ["name"])
-    if errors:
-        return errors
     # A label, not a subdomain: Berth names the LocalQueues it generates after the
     # queue, and jobs carry that name in a label value (at most 63 characters).
-    errors += rules.name_errors("name", spec["name"], kind="label")
-    if existing is not None:
-        errors += immutable_errors(
-            "name",
-            existing.name,
-            spec["name"],
-            "Kubernetes object names are fixed; create a new queue instead",
-        )
-    elif ClusterQueue.objects.filter(name=spec["name"]).exists():
+    errors = object_name_errors(spec, existing, "queue", kind="label")
+    if spec.get("name") in (None, ""):  # nothing more to check without it
+        return errors
+    if existing is None and ClusterQueue.objects.filter(name=spec["name"]).exists():
         errors.append(
             FieldError("name", "unique", f"a cluster queue named {spec['name']!r} exists")
         )

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from queues import rules, snapshots
+from queues import snapshots
 from queues.choices import PolicyKind
 from queues.errors import FieldError, PolicyConflict
 from queues.models import Cohort
-from queues.services.common import immutable_errors, in_use, required_errors, resolve
+from queues.services.common import (
+    in_use,
+    object_name_errors,
+    resolve,
+)
 from queues.services.kinds import PolicyKindService, save_fields
 from queues.services.quotas import ParsedQuota, parse_quota_fields, replace_quotas
 
@@ -40,18 +44,10 @@ def _parse(spec: dict[str, Any]) -> ParsedQuota:
 
 
 def _validate(spec: dict[str, Any], existing: Cohort | None) -> list[FieldError]:
-    errors = required_errors(spec, ["name"])
-    if errors:
+    errors = object_name_errors(spec, existing, "cohort")
+    if spec.get("name") in (None, ""):  # nothing more to check without it
         return errors
-    errors += rules.name_errors("name", spec["name"])
-    if existing is not None:
-        errors += immutable_errors(
-            "name",
-            existing.name,
-            spec["name"],
-            "Kubernetes object names are fixed; create a new cohort instead",
-        )
-    elif Cohort.objects.filter(name=spec["name"]).exists():
+    if existing is None and Cohort.objects.filter(name=spec["name"]).exists():
         errors.append(FieldError("name", "unique", f"a cohort named {spec['name']!r} exists"))
     if spec["parent"] is not None and spec["parent"] == spec["name"]:
         errors.append(

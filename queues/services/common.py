@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from django.db import connection, models, transaction
 
+from queues import rules
 from queues.choices import ChangeAction
 from queues.deferred import send
 from queues.errors import FieldError, PolicyConflict
@@ -133,6 +134,25 @@ def resolve(
             FieldError(field, "unknown-reference", f"there is no {label} named {value!r}")
         )
     return found
+
+
+def object_name_errors(
+    spec: Mapping[str, Any], existing: Any, noun: str, *, kind: str = "subdomain"
+) -> list[FieldError]:
+    """A Kubernetes object's ``name``: given, well-formed (``kind`` as in
+    ``rules.name_errors``), and unchanged once the object exists."""
+    errors = required_errors(spec, ["name"])
+    if errors:
+        return errors
+    errors = rules.name_errors("name", spec["name"], kind=kind)
+    if existing is not None:
+        errors += immutable_errors(
+            "name",
+            existing.name,
+            spec["name"],
+            f"Kubernetes object names are fixed; create a new {noun} instead",
+        )
+    return errors
 
 
 def immutable_errors(field: str, old: Any, new: Any, why: str) -> list[FieldError]:

@@ -9,7 +9,12 @@ from queues import rules, snapshots
 from queues.choices import CapacityType, PolicyKind
 from queues.errors import FieldError, PolicyConflict
 from queues.models import ResourceFlavor
-from queues.services.common import choice_errors, immutable_errors, in_use, required_errors
+from queues.services.common import (
+    choice_errors,
+    immutable_errors,
+    in_use,
+    object_name_errors,
+)
 from queues.services.kinds import PolicyKindService, save_fields
 from queues.services.topologies import unknown_topology_errors
 
@@ -25,17 +30,10 @@ DEFAULTS: dict[str, Any] = {
 
 
 def _validate(spec: dict[str, Any], existing: ResourceFlavor | None) -> list[FieldError]:
-    errors = required_errors(spec, ["name"])
-    if errors:
+    errors = object_name_errors(spec, existing, "flavor")
+    if spec.get("name") in (None, ""):  # nothing more to check without it
         return errors
-    errors += rules.name_errors("name", spec["name"])
     if existing is not None:
-        errors += immutable_errors(
-            "name",
-            existing.name,
-            spec["name"],
-            "Kubernetes object names are fixed; create a new flavor instead",
-        )
         if existing.topology_name:
             # Kueue's CRD freezes these once a topology is set.
             for field in ("topology_name", "node_labels", "tolerations"):

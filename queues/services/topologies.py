@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from queues import rules, snapshots, topology_rules
+from queues import snapshots, topology_rules
 from queues.choices import PolicyKind
 from queues.errors import FieldError, PolicyConflict
 from queues.models import ResourceFlavor, Topology
-from queues.services.common import immutable_errors, in_use, required_errors
+from queues.services.common import immutable_errors, in_use, object_name_errors
 from queues.services.kinds import PolicyKindService, save_fields
 
 DEFAULTS: dict[str, Any] = {
@@ -20,17 +20,10 @@ DEFAULTS: dict[str, Any] = {
 
 
 def _validate(spec: dict[str, Any], existing: Topology | None) -> list[FieldError]:
-    errors = required_errors(spec, ["name"])
-    if errors:
+    errors = object_name_errors(spec, existing, "topology")
+    if spec.get("name") in (None, ""):  # nothing more to check without it
         return errors
-    errors += rules.name_errors("name", spec["name"])
     if existing is not None:
-        errors += immutable_errors(
-            "name",
-            existing.name,
-            spec["name"],
-            "Kubernetes object names are fixed; create a new topology instead",
-        )
         # The CRD's rule on spec.levels is ``self == oldSelf``: the API server
         # would refuse the update, so Berth refuses it first.
         errors += immutable_errors(
