@@ -122,7 +122,7 @@ def test_a_pending_request_shows_since_when_until_when_and_where(
     proxy.approval = {
         "id": 12,
         "state": "pending",
-        "requested_at": (now - timedelta(minutes=12)).isoformat(),
+        "requested_at": (now - timedelta(hours=2)).isoformat(),
         "deadline": (now + timedelta(hours=3, minutes=48, seconds=30)).isoformat(),
         "decided_by": None,
         "decided_at": None,
@@ -131,10 +131,10 @@ def test_a_pending_request_shows_since_when_until_when_and_where(
     }
     code, out, err = alice("status", "release-fix")
     assert code == 0, err
-    since = (now - timedelta(minutes=12)).strftime("%Y-%m-%d %H:%M:%SZ")
+    since = (now - timedelta(hours=2)).strftime("%Y-%m-%d %H:%M:%SZ")
     until = (now + timedelta(hours=3, minutes=48, seconds=30)).strftime("%Y-%m-%d %H:%M:%SZ")
     assert label_lines(out, "Approval") == [
-        f"#12 pending, waiting since {since} (12m ago); deadline {until} (in 3h48m)",
+        f"#12 pending, waiting since {since} (2h ago); deadline {until} (in 3h48m)",
         f"{proxy.url}/approvals/12/",  # the API's path, on the Berth the CLI talks to
     ]
     lines = out.splitlines()
@@ -146,7 +146,7 @@ def test_a_pending_request_shows_since_when_until_when_and_where(
     assert first.startswith("release-fix is ")
     assert (
         second
-        == f"Approval: #12 pending, waiting since {since} (12m ago); deadline {until} (in 3h48m)"
+        == f"Approval: #12 pending, waiting since {since} (2h ago); deadline {until} (in 3h48m)"
     )
     assert third == f"          {proxy.url}/approvals/12/"
 
@@ -211,13 +211,13 @@ def test_against_the_real_approval_field(
     now = timezone.now()
     request = approval_request(
         org.users["alice"], job=stored, workload_name="job-release-fix",
-        created_at=now - timedelta(minutes=30), expires_at=now + timedelta(hours=2, seconds=30),
+        created_at=now - timedelta(hours=1), expires_at=now + timedelta(hours=2, seconds=30),
     )  # fmt: skip
     code, out, err = alice("status", "release-fix")
     assert code == 0, err
     assert label_lines(out, "Approval") == [
-        f"#{request.pk} pending, waiting since {(now - timedelta(minutes=30)):%Y-%m-%d %H:%M:%SZ} "
-        f"(30m ago); deadline {(now + timedelta(hours=2, seconds=30)):%Y-%m-%d %H:%M:%SZ} (in 2h)",
+        f"#{request.pk} pending, waiting since {(now - timedelta(hours=1)):%Y-%m-%d %H:%M:%SZ} "
+        f"(1h ago); deadline {(now + timedelta(hours=2, seconds=30)):%Y-%m-%d %H:%M:%SZ} (in 2h)",
         f"{settings.BERTH_PUBLIC_URL}/approvals/{request.pk}/",
     ]
     request.state, request.decided_at = ApprovalState.REJECTED, now
