@@ -17,32 +17,36 @@ LABEL_MAX = 63
 SUBDOMAIN_MAX = 253
 
 
-def dns_label_error(value: str) -> str | None:
-    """Why ``value`` is not an RFC 1123 label (namespaces, team slugs, LocalQueues)."""
+def _dns_name_error(value: str, pattern: re.Pattern[str], limit: int, rule: str) -> str | None:
     if not isinstance(value, str) or not value:
         return "must not be empty"
-    if len(value) > LABEL_MAX:
-        return f"is {len(value)} characters long; at most {LABEL_MAX} are allowed"
-    if not _LABEL.fullmatch(value):
-        return (
-            f"{value!r} is not a valid name: use lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit (RFC 1123 label)"
-        )
+    if len(value) > limit:
+        return f"is {len(value)} characters long; at most {limit} are allowed"
+    if not pattern.fullmatch(value):
+        return f"{value!r} is not a valid name: {rule}"
     return None
+
+
+def dns_label_error(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 label (namespaces, team slugs, LocalQueues)."""
+    return _dns_name_error(
+        value,
+        _LABEL,
+        LABEL_MAX,
+        "use lowercase letters, digits and '-', "
+        "starting and ending with a letter or digit (RFC 1123 label)",
+    )
 
 
 def dns_subdomain_error(value: str) -> str | None:
     """Why ``value`` is not an RFC 1123 subdomain (cluster-scoped Kueue objects)."""
-    if not isinstance(value, str) or not value:
-        return "must not be empty"
-    if len(value) > SUBDOMAIN_MAX:
-        return f"is {len(value)} characters long; at most {SUBDOMAIN_MAX} are allowed"
-    if not _SUBDOMAIN.fullmatch(value):
-        return (
-            f"{value!r} is not a valid name: use lowercase letters, digits, '-' and '.', "
-            "starting and ending with a letter or digit (RFC 1123 subdomain)"
-        )
-    return None
+    return _dns_name_error(
+        value,
+        _SUBDOMAIN,
+        SUBDOMAIN_MAX,
+        "use lowercase letters, digits, '-' and '.', "
+        "starting and ending with a letter or digit (RFC 1123 subdomain)",
+    )
 
 
 def qualified_name_error(value: str) -> str | None:

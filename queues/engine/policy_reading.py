@@ -209,11 +209,8 @@ def read_cluster_queues(reader: Reader, raw: Any) -> dict[str, ClusterQueue]:
                 has_parent=cohort is not None,
                 owner="cluster queue",
             ),
-            queueing_strategy=reader.choice(
-                f"{path}.queueingStrategy",
-                spec.get("queueingStrategy"),
-                QueueingStrategy,
-                QueueingStrategy.BEST_EFFORT_FIFO,
+            queueing_strategy=reader.option(
+                path, spec, "queueingStrategy", QueueingStrategy, QueueingStrategy.BEST_EFFORT_FIFO
             ),
             preemption=read_preemption(reader, f"{path}.preemption", spec.get("preemption")),
             fair_sharing_weight=reader.weight(
@@ -226,9 +223,7 @@ def read_cluster_queues(reader: Reader, raw: Any) -> dict[str, ClusterQueue]:
                 reader, f"{path}.flavorFungibility", spec.get("flavorFungibility")
             ),
             admission_checks=read_admission_checks(reader, path, spec),
-            stop_policy=reader.choice(
-                f"{path}.stopPolicy", spec.get("stopPolicy"), StopPolicy, StopPolicy.NONE
-            ),
+            stop_policy=reader.option(path, spec, "stopPolicy", StopPolicy, StopPolicy.NONE),
             admission_mode=read_admission_mode(reader, path, spec.get("admissionScope")),
         )
     return queues
@@ -259,21 +254,16 @@ def read_preemption(reader: Reader, path: str, raw: Any) -> Preemption:
         ("policy", "maxPriorityThreshold"),
     )
     preemption = Preemption(
-        within_cluster_queue=reader.choice(
-            f"{path}.withinClusterQueue",
-            spec.get("withinClusterQueue"),
-            WithinClusterQueue,
-            WithinClusterQueue.NEVER,
+        within_cluster_queue=reader.option(
+            path, spec, "withinClusterQueue", WithinClusterQueue, WithinClusterQueue.NEVER
         ),
-        reclaim_within_cohort=reader.choice(
-            f"{path}.reclaimWithinCohort",
-            spec.get("reclaimWithinCohort"),
-            ReclaimWithinCohort,
-            ReclaimWithinCohort.NEVER,
+        reclaim_within_cohort=reader.option(
+            path, spec, "reclaimWithinCohort", ReclaimWithinCohort, ReclaimWithinCohort.NEVER
         ),
-        borrow_within_cohort=reader.choice(
-            f"{path}.borrowWithinCohort.policy",
-            borrow.get("policy"),
+        borrow_within_cohort=reader.option(
+            f"{path}.borrowWithinCohort",
+            borrow,
+            "policy",
             BorrowWithinCohort,
             BorrowWithinCohort.NEVER,
         ),
@@ -299,23 +289,14 @@ _PREEMPTION_PATHS = {
 def read_fungibility(reader: Reader, path: str, raw: Any) -> FlavorFungibility:
     spec = reader.mapping(path, raw, ("whenCanBorrow", "whenCanPreempt", "preference"))
     fungibility = FlavorFungibility(
-        when_can_borrow=reader.choice(
-            f"{path}.whenCanBorrow",
-            spec.get("whenCanBorrow"),
-            FungibilityAction,
-            FungibilityAction.MAY_STOP_SEARCH,
+        when_can_borrow=reader.option(
+            path, spec, "whenCanBorrow", FungibilityAction, FungibilityAction.MAY_STOP_SEARCH
         ),
-        when_can_preempt=reader.choice(
-            f"{path}.whenCanPreempt",
-            spec.get("whenCanPreempt"),
-            FungibilityAction,
-            FungibilityAction.TRY_NEXT_FLAVOR,
+        when_can_preempt=reader.option(
+            path, spec, "whenCanPreempt", FungibilityAction, FungibilityAction.TRY_NEXT_FLAVOR
         ),
-        preference=reader.choice(
-            f"{path}.preference",
-            spec.get("preference"),
-            FungibilityPreference,
-            FungibilityPreference.NONE,
+        preference=reader.option(
+            path, spec, "preference", FungibilityPreference, FungibilityPreference.NONE
         ),
     )
     for error in policy_rules.fungibility_errors(

@@ -61,6 +61,12 @@ class Reader:
             )
             return default
 
+    def option(
+        self, path: str, spec: Mapping[str, Any], key: str, enum: type[Any], default: Any
+    ) -> Any:
+        """``spec[key]`` as a member of ``enum``, its error at ``path.key``."""
+        return self.choice(f"{path}.{key}", spec.get(key), enum, default)
+
     def integer(self, path: str, value: Any, default: int | None = None) -> int | None:
         if value is None:
             return default
