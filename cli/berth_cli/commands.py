@@ -3,6 +3,8 @@
 import argparse
 import getpass
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -208,16 +210,24 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@contextmanager
+def job_still_there(args: argparse.Namespace) -> Iterator[None]:
+    """A 404 inside means the job went away between the lookup and this call:
+    say so as ``find_job`` would have."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.status == 404:
+            raise no_job(args.name, args.team) from None
+        raise
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     client = connect(args)
     job_id = find_job(client, args.name, args.team)["id"]
-    try:
+    with job_still_there(args):
         job = client.get(f"jobs/{job_id}/")
         events = client.get(f"jobs/{job_id}/events/")
-    except ApiError as exc:
-        if exc.status == 404:  # it went away between the lookup and this call
-            raise no_job(args.name, args.team) from None
-        raise
     if args.output != "table":
         emit({**job, "events": events}, args.output)
         return EXIT_OK
@@ -280,21 +290,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_why(args: argparse.Namespace) -> int:
     client = connect(args)
     job_id = find_job(client, args.name, args.team)["id"]
-    try:
+    with job_still_there(args):
         answer = client.get(f"jobs/{job_id}/explain/")
-    except ApiError as exc:
-        if exc.status == 404:  # it went away between the lookup and this call
-            raise no_job(args.name, args.team) from None
-        raise
     if args.output != "table":
         emit(answer, args.output)
         return EXIT_OK
-    try:  # the approval request is on the job's detail, not in its explanation
+    # The approval request is on the job's detail, not in its explanation.
+    with job_still_there(args):
         approval = client.get(f"jobs/{job_id}/").get("approval")
-    except ApiError as exc:
-        if exc.status == 404:
-            raise no_job(args.name, args.team) from None
-        raise
     for line in why_lines(answer, approval_lines(approval, client.url, datetime.now(UTC))):
         print(line)
     return EXIT_OK
@@ -303,12 +306,8 @@ def cmd_why(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     client = connect(args)
     job_id = find_job(client, args.name, args.team, live=True)["id"]
-    try:
+    with job_still_there(args):
         job = client.call("DELETE", f"jobs/{job_id}/")
-    except ApiError as exc:
-        if exc.status == 404:  # it went away between the lookup and this call
-            raise no_job(args.name, args.team) from None
-        raise
     if args.output != "table":
         emit(job, args.output)
         return EXIT_OK
