@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from queues.kueue.render import KUEUE_GROUP, KUEUE_VERSION
+from queues.kueue.render import KIND_ORDER, KUEUE_GROUP, KUEUE_VERSION
 
 FIELD_MANAGER = "berth"
 
@@ -62,16 +62,7 @@ TYPES: dict[str, ResourceType] = {
 # reverse: a Topology only after the flavors that name it). Kueue's manager
 # ConfigMap is not among them: reconcile reads that one object by name, and only
 # where it writes it (``ClusterBackend.writes_kueue_manager_config``).
-POLICY_KINDS = (
-    "Namespace",
-    "Topology",
-    "ResourceFlavor",
-    "WorkloadPriorityClass",
-    "AdmissionCheck",
-    "Cohort",
-    "ClusterQueue",
-    "LocalQueue",
-)
+POLICY_KINDS = tuple(kind for kind in KIND_ORDER if kind != "ConfigMap")
 
 
 class BackendError(Exception):

@@ -58,12 +58,10 @@ def rehearse_next_cycle(
     settled = _settled(trial, result, key)
     if settled is not None:
         return settled
-    pending = result.evaluated[key]
-    return {
-        "outcome": "pending",
-        "reason": pending.reason,
-        "message": pending.message,
-        "taken_by": [
+    return _still_pending(
+        result,
+        key,
+        [
             {
                 "workload": taker,
                 "cluster_queue": taker_queue,
@@ -72,7 +70,7 @@ def rehearse_next_cycle(
             }
             for taker, taker_queue, taken in takers
         ],
-    }
+    )
 
 
 def _settled(trial: Scheduler, result: CycleResult, key: str) -> dict[str, Any] | None:
@@ -92,6 +90,16 @@ def _settled(trial: Scheduler, result: CycleResult, key: str) -> dict[str, Any] 
     return None
 
 
+def _still_pending(result: CycleResult, key: str, taken_by: list[dict[str, Any]]) -> dict[str, Any]:
+    pending = result.evaluated[key]
+    return {
+        "outcome": "pending",
+        "reason": pending.reason,
+        "message": pending.message,
+        "taken_by": taken_by,
+    }
+
+
 def rehearse_until_stable(scheduler: Scheduler, key: str) -> dict[str, Any]:
     """For a workload behind its queue's head: whether the cycles Kueue runs
     next, while nothing else changes, reach and admit it (a StrictFIFO head
@@ -103,13 +111,7 @@ def rehearse_until_stable(scheduler: Scheduler, key: str) -> dict[str, Any]:
     settled = _settled(trial, result, key)
     if settled is not None:
         return settled
-    pending = result.evaluated[key]
-    return {
-        "outcome": "pending",
-        "reason": pending.reason,
-        "message": pending.message,
-        "taken_by": [],
-    }
+    return _still_pending(result, key, [])
 
 
 def behind_sentence(next_cycle: dict[str, Any], position: int, queue: str) -> str:
