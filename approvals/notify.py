@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.request
+from collections.abc import Callable, Mapping
 from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
@@ -143,6 +144,37 @@ def _unreached(names: list[str]) -> str:
     return f"{_names(names)} {verb} no e-mail address"
 
 
+def _deliver(
+    sent: dict[str, Any],
+    *,
+    subject: str,
+    body: str,
+    people: Mapping[str, str],
+    payload: Callable[[], dict[str, Any]] | None,
+    prefix: str = "",
+) -> list[str]:
+    """Mail ``people`` (username → address) and post ``payload()`` to the
+    approval webhook when there is one; records in ``sent`` what reached whom
+    and returns what failed (audited by the caller, never fatal)."""
+    failures = []
+    addresses = sorted(set(people.values()))
+    if addresses:
+        try:
+            send_mail(f"[Berth] {subject}", body, settings.DEFAULT_FROM_EMAIL, addresses)
+            sent["email"] = addresses
+            sent["emailed"] = list(people)
+        except Exception as exc:  # any mail backend error: audited, never fatal
+            failures.append(f"{prefix}e-mail: {exc}")
+    url = settings.BERTH_APPROVAL_WEBHOOK_URL
+    if payload is not None and url:
+        sent["channel"] = webhook_channel(url)
+        try:
+            sent["webhook"] = _post(url, payload())
+        except Exception as exc:  # unreachable, timeout, HTTP error: audited
+            failures.append(f"{prefix}webhook: {exc}")
+    return failures
+
+
 def notify_approvers(request: ApprovalRequest) -> dict[str, Any]:
     """Mail the request's approvers and call the webhook; returns what was sent:
     ``approvers`` (who may decide it), ``emailed`` and ``email`` (whom the mail
@@ -151,34 +183,19 @@ def notify_approvers(request: ApprovalRequest) -> dict[str, Any]:
     The audit's ``notified`` names only the people and the channel reached;
     when nobody was reached, it records a failed notification instead."""
     approvers = approvers_for(request)
-    with_address = [u for u in approvers if u.email]
-    addresses = sorted({u.email for u in with_address})
     sent: dict[str, Any] = {
         "approvers": [u.get_username() for u in approvers],
         "email": [],
         "emailed": [],
         "unreached": [u.get_username() for u in approvers if not u.email],
     }
-    failures = []
-    if addresses:
-        try:
-            send_mail(
-                f"[Berth] {headline(request)}",
-                _body(request),
-                settings.DEFAULT_FROM_EMAIL,
-                addresses,
-            )
-            sent["email"] = addresses
-            sent["emailed"] = [u.get_username() for u in with_address]
-        except Exception as exc:  # any mail backend error: audited, never fatal
-            failures.append(f"e-mail: {exc}")
-    url = settings.BERTH_APPROVAL_WEBHOOK_URL
-    if url:
-        sent["channel"] = webhook_channel(url)
-        try:
-            sent["webhook"] = _post(url, webhook_payload(request))
-        except Exception as exc:  # unreachable, timeout, HTTP error: audited
-            failures.append(f"webhook: {exc}")
+    failures = _deliver(
+        sent,
+        subject=headline(request),
+        body=_body(request),
+        people={u.get_username(): u.email for u in approvers if u.email},
+        payload=lambda: webhook_payload(request),
+    )
     reached = _reached(sent)
     if reached:
         message = reached
@@ -276,28 +293,15 @@ def notify_withdrawn(request: ApprovalRequest) -> dict[str, Any]:
             people.setdefault(requester.get_username(), requester.email)
         else:
             unreached.append(requester.get_username())
-    names = sorted(people)
     sent: dict[str, Any] = {"about": "withdrawn", "email": [], "emailed": []}
-    failures = []
-    if people:
-        try:
-            send_mail(
-                f"[Berth] Approval #{request.pk} withdrawn: {request.workload_key}",
-                _withdrawn_body(request),
-                settings.DEFAULT_FROM_EMAIL,
-                sorted(set(people.values())),
-            )
-            sent["email"] = sorted(set(people.values()))
-            sent["emailed"] = names
-        except Exception as exc:  # any mail backend error: audited, never fatal
-            failures.append(f"withdrawal e-mail: {exc}")
-    url = settings.BERTH_APPROVAL_WEBHOOK_URL
-    if webhook and url:
-        sent["channel"] = webhook_channel(url)
-        try:
-            sent["webhook"] = _post(url, _withdrawn_payload(request))
-        except Exception as exc:  # unreachable, timeout, HTTP error: audited
-            failures.append(f"withdrawal webhook: {exc}")
+    failures = _deliver(
+        sent,
+        subject=f"Approval #{request.pk} withdrawn: {request.workload_key}",
+        body=_withdrawn_body(request),
+        people=dict(sorted(people.items())),
+        payload=(lambda: _withdrawn_payload(request)) if webhook else None,
+        prefix="withdrawal ",
+    )
     reached = _reached(sent)
     if reached:
         message = f"withdrawal: {reached}"
