@@ -261,15 +261,20 @@ def _dry_run_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun) -> Non
             backend.apply(body, force=change.force, dry_run=True)
         except BackendError as exc:
             run.errors.append(
-                {
-                    "kind": change.kind,
-                    "namespace": change.namespace or None,
-                    "name": change.name,
-                    "action": change.action,
-                    "message": f"server dry run refused it: {exc}",
-                    "transient": exc.transient,
-                }
+                _error(change, f"server dry run refused it: {exc}", transient=exc.transient)
             )
+
+
+def _error(change: Change, message: str, *, transient: bool) -> dict[str, Any]:
+    """One entry of a run's ``errors``: the object, what was tried and why it failed."""
+    return {
+        "kind": change.kind,
+        "namespace": change.namespace or None,
+        "name": change.name,
+        "action": change.action,
+        "message": message,
+        "transient": transient,
+    }
 
 
 def _apply_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun, calls: _Calls) -> None:
@@ -285,16 +290,7 @@ def _apply_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun, calls: _
         try:
             _execute(backend, change, calls)
         except BackendError as exc:
-            run.errors.append(
-                {
-                    "kind": change.kind,
-                    "namespace": change.namespace or None,
-                    "name": change.name,
-                    "action": change.action,
-                    "message": str(exc),
-                    "transient": exc.transient,
-                }
-            )
+            run.errors.append(_error(change, str(exc), transient=exc.transient))
             continue
         if change.action == CREATE:
             run.created += 1
@@ -316,16 +312,7 @@ def _apply_plan(backend: ClusterBackend, plan: Plan, run: ReconcileRun, calls: _
             run.deleted += 1
     for change in plan.changes:
         if change.action == CONFLICT:
-            run.errors.append(
-                {
-                    "kind": change.kind,
-                    "namespace": change.namespace or None,
-                    "name": change.name,
-                    "action": change.action,
-                    "message": change.note,
-                    "transient": False,
-                }
-            )
+            run.errors.append(_error(change, change.note, transient=False))
 
 
 def reconcile(

@@ -33,6 +33,15 @@ from queues.models import SimulatedEvent, SimulatedObject
 RETAINED_EVENTS = 50_000
 
 
+def _locked(kind: str, namespace: str | None, name: str) -> SimulatedObject | None:
+    """The stored object, locked until the transaction ends; None when absent."""
+    return (
+        SimulatedObject.objects.select_for_update()
+        .filter(kind=kind, namespace=namespace or "", name=name)
+        .first()
+    )
+
+
 def _strip_server_fields(body: dict[str, Any]) -> dict[str, Any]:
     metadata = {
         k: v
@@ -144,13 +153,7 @@ class SimulatedBackend:
         if obj["kind"] not in TYPES:
             raise BackendError(f"the simulated cluster does not serve {obj['kind']}", status=404)
         with transaction.atomic():
-            row = (
-                SimulatedObject.objects.select_for_update()
-                .filter(
-                    kind=obj["kind"], namespace=metadata.get("namespace", ""), name=metadata["name"]
-                )
-                .first()
-            )
+            row = _locked(obj["kind"], metadata.get("namespace"), metadata["name"])
             expected = obj["metadata"].get("resourceVersion")
             if row is not None and expected and str(row.resource_version) != str(expected):
                 raise BackendError(
@@ -223,13 +226,7 @@ class SimulatedBackend:
         """Write a whole object (the simulated controllers' own updates)."""
         metadata = obj["metadata"]
         with transaction.atomic():
-            row = (
-                SimulatedObject.objects.select_for_update()
-                .filter(
-                    kind=obj["kind"], namespace=metadata.get("namespace", ""), name=metadata["name"]
-                )
-                .first()
-            )
+            row = _locked(obj["kind"], metadata.get("namespace"), metadata["name"])
             if row is None:
                 raise BackendError(f"{obj['kind']} {metadata['name']} not found", status=404)
             return self._store(row, dict(obj), created=False)
@@ -240,11 +237,7 @@ class SimulatedBackend:
         backend sends), its dependents: a Workload goes with the job that owns
         it, so its quota or its place in line is free at once."""
         with transaction.atomic():
-            row = (
-                SimulatedObject.objects.select_for_update()
-                .filter(kind=rtype.kind, namespace=namespace or "", name=name)
-                .first()
-            )
+            row = _locked(rtype.kind, namespace, name)
             if row is None:
                 return
             self._remove(row)
@@ -316,11 +309,7 @@ class SimulatedBackend:
         resource_version: str | None = None,
     ) -> dict[str, Any]:
         with transaction.atomic():
-            row = (
-                SimulatedObject.objects.select_for_update()
-                .filter(kind=rtype.kind, namespace=namespace or "", name=name)
-                .first()
-            )
+            row = _locked(rtype.kind, namespace, name)
             if row is None:
                 raise BackendError(f"{rtype.kind} {name} not found", status=404)
             if resource_version and str(row.resource_version) != str(resource_version):
