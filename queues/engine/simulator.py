@@ -301,6 +301,16 @@ class Simulator:
             self._progress_done = done
             self.progress(done, 1000)
 
+    def _stop_run(self, timer: tuple[str, int]) -> str | None:
+        """The workload a timer was set for, its run stopped and its completion
+        cancelled; None when it was evicted or finished since the timer was set."""
+        key, generation = timer
+        if self._generation.get(key) != generation:
+            return None
+        self._generation[key] = generation + 1
+        self._run_started.pop(key, None)
+        return key
+
     def _handle(self, now: float, kind: str, payload: Any) -> None:
         if kind == ARRIVE:
             workload: Workload = payload
@@ -331,11 +341,9 @@ class Simulator:
             if self.progress is not None and self.horizon is None:
                 self.progress(self.finished, self.total)
         elif kind == TIMEOUT:
-            key, generation = payload
-            if self._generation.get(key) != generation:
-                return  # evicted or finished since
-            self._generation[key] = generation + 1  # its completion is cancelled
-            self._run_started.pop(key, None)
+            key = self._stop_run(payload)
+            if key is None:
+                return
             # Kueue deactivates it: it frees its quota and is not queued again.
             self.scheduler.finish(key)
             self.records[key].timed_out = now
@@ -344,11 +352,9 @@ class Simulator:
             if self._generation.get(key) == generation:
                 self.scheduler.pods_not_ready.discard(key)
         elif kind == PODS_TIMEOUT:
-            key, generation = payload
-            if self._generation.get(key) != generation:
-                return  # evicted or finished since
-            self._generation[key] = generation + 1  # its completion is cancelled
-            self._run_started.pop(key, None)
+            key = self._stop_run(payload)
+            if key is None:
+                return
             record = self.records[key]
             record.pods_ready_timeouts += 1
             if self.scheduler.pods_ready_timeout(key):
