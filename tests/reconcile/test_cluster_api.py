@@ -18,12 +18,11 @@ from rest_framework.test import APIClient
 from accounts.models import AccessDenial
 from queues import services
 from queues.backends import get_backend
-from queues.backends.base import TYPES
-from queues.backends.simulated import SimulatedBackend
 from queues.kueue.render import MANAGED_BY, MANAGER, to_yaml_documents
 from queues.models import ClusterQueue, ReconcileRun
 from queues.reconcile import desired_objects, policy_version
-from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
+from tests.factories import gpu_groups
+from tests.reconcile.policy_support import on_cluster, small_policy
 
 API = "/api/v1/policy/"
 MANIFESTS, PLAN, RECONCILE, RUNS = (
@@ -40,19 +39,7 @@ NON_ADMINS = ["member_a", "member_b", "approver", "global_approver"]
 def policy(clients: dict[str, APIClient], settings: Any) -> None:
     """A small policy next to the role users' teams (alpha, beta)."""
     settings.BERTH_RECONCILE_RETRY_BASE = 0.001
-    flavor("h100")
-    cohort("org")
-    team("research")
-    cluster_queue(
-        "research",
-        team="research",
-        cohort="org",
-        resource_groups=gpu_groups("h100", "8", borrowing_limit="4"),
-    )
-
-
-def on_cluster(kind: str) -> set[str]:
-    return {o["metadata"]["name"] for o in SimulatedBackend().list(TYPES[kind])[0]}
+    small_policy(urgent=False)
 
 
 def identities(objects: list[dict[str, Any]]) -> list[tuple[str, str, str]]:

@@ -18,13 +18,12 @@ from django.core.management.base import CommandError
 
 from queues import services
 from queues.backends import get_backend
-from queues.backends.base import TYPES
-from queues.backends.simulated import SimulatedBackend
 from queues.kueue.render import MANAGED_BY, MANAGER, to_yaml_documents
 from queues.models import ClusterQueue, ReconcileRun
 from queues.reconcile import desired_objects, policy_version
-from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
+from tests.factories import gpu_groups
 from tests.kube.apiserver import FakeApiServer
+from tests.reconcile.policy_support import on_cluster, small_policy
 
 pytestmark = pytest.mark.django_db
 JSON_KEYS = {
@@ -45,25 +44,13 @@ JSON_KEYS = {
 @pytest.fixture
 def policy(db: Any, settings: Any) -> None:
     settings.BERTH_RECONCILE_RETRY_BASE = 0.001
-    flavor("h100")
-    cohort("org")
-    team("research")
-    cluster_queue(
-        "research",
-        team="research",
-        cohort="org",
-        resource_groups=gpu_groups("h100", "8", borrowing_limit="4"),
-    )
+    small_policy(urgent=False)
 
 
 def run_command(*args: str) -> str:
     out = StringIO()
     call_command(*args, stdout=out)
     return out.getvalue()
-
-
-def on_cluster(kind: str) -> set[str]:
-    return {o["metadata"]["name"] for o in SimulatedBackend().list(TYPES[kind])[0]}
 
 
 def test_reconcile_applies_and_reports_each_change(policy: None) -> None:

@@ -32,10 +32,11 @@ from queues.kueue.plan import is_managed
 from queues.kueue.render import identity
 from queues.models import ClusterQueue, ReconcileRun
 from queues.reconcile import actual_objects, desired_objects, policy_version, reconcile
-from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
+from tests.factories import gpu_groups
 from tests.kube.apiserver import Call, FakeApiServer
 from tests.kube.apiserver_state import status_body
 from tests.reconcile.kube_cluster import KubeCluster
+from tests.reconcile.policy_support import small_policy
 
 Status = ReconcileRun.Status
 ATTEMPTS: int = inspect.signature(with_retries).parameters["attempts"].default
@@ -55,21 +56,7 @@ def fast_retries(settings: Any) -> None:
 
 @pytest.fixture
 def policy(db: Any, queue_class_templates: None) -> None:
-    flavor("h100")
-    cohort("org")
-    team("research")
-    cluster_queue(
-        "research",
-        team="research",
-        cohort="org",
-        resource_groups=gpu_groups("h100", "8", borrowing_limit="4"),
-    )
-    cluster_queue(
-        "urgent",
-        cohort="org",
-        queue_class="urgent-release",
-        resource_groups=gpu_groups("h100", "4"),
-    )
+    small_policy(urgent=True)
 
 
 class TrackingApiServer(FakeApiServer):

@@ -24,29 +24,16 @@ from queues.models import (
 from queues.reconcile import reconcile
 from tests.envtest.cluster import EnvtestCluster
 from tests.envtest.controlplane import BERTH_USER
-from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
+from tests.factories import gpu_groups
 from tests.reconcile.clusters import ClusterUnderTest
+from tests.reconcile.policy_support import small_policy
 
 GPU = "nvidia.com/gpu"
 
 
 @pytest.fixture
 def policy(db: Any) -> None:
-    flavor("h100")
-    cohort("org")
-    team("research")
-    cluster_queue(
-        "research",
-        team="research",
-        cohort="org",
-        resource_groups=gpu_groups("h100", "8", borrowing_limit="4"),
-    )
-    cluster_queue(
-        "urgent",
-        cohort="org",
-        queue_class="urgent-release",
-        resource_groups=gpu_groups("h100", "4"),
-    )
+    small_policy(urgent=True)
 
 
 def names(cluster: ClusterUnderTest, kind: str) -> set[str]:
