@@ -1,91 +1,28 @@
 """Job-manifest rendering (no database): what every kind carries, the
 rendezvous wiring per kind, placement, determinism, refused input, and every
 rendered JobSet, PyTorchJob and TrainJob checked against the real CRDs with
-unknown fields refused."""
+unknown fields refused (test_render_crds.py)."""
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from jobs.manifest_spec import JOB_KINDS, JobSpec
+from jobs.manifest_spec import JOB_KINDS
 from jobs.manifests import render_job
 from jobs.placement import Placement, RenderError
-from tests.jobs import crds
-from tests.jobs.flavors import PLACEMENT
-
-GPU = "nvidia.com/gpu"
-
-
-def make(kind: str = "Job", **overrides: Any) -> JobSpec:
-    values: dict[str, Any] = {
-        "name": "train",
-        "namespace": "research",
-        "team": "research",
-        "kind": kind,
-        "image": "registry.example/trainer:1.0",
-        "command": ["torchrun", "train.py", "--resume=auto"],
-        "nodes": 4,
-        "gpus_per_node": 8,
-        "local_queue": "research",
-        "priority_class": "train-high",
-        "queue_class": "training-large",
-        "env": {"LR": "3e-4"},
-        "cpu_per_node_milli": 96_000,
-        "memory_per_node_bytes": 1024 * 2**30,
-        "checkpoint_uri": "s3://checkpoints/research/train",
-        "max_runtime_seconds": 86_400,
-        "retries": 3,
-        "labels": {"project": "llama"},
-        "annotations": {"example.com/owner": "ada"},
-        "placement": PLACEMENT,
-    }
-    values.update(overrides)
-    return JobSpec(**values)
-
-
-def job_of(spec: JobSpec) -> dict[str, Any]:
-    return render_job(spec)[0]
-
-
-def pod_templates(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every pod template in a rendered job (for a TrainJob: its runtime patch)."""
-    spec = job["spec"]
-    if job["kind"] == "Job":
-        return [spec["template"]]
-    if job["kind"] == "JobSet":
-        return [r["template"]["spec"]["template"] for r in spec["replicatedJobs"]]
-    if job["kind"] == "PyTorchJob":
-        return [r["template"] for r in spec["pytorchReplicaSpecs"].values()]
-    patch = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
-    return [r["template"]["spec"]["template"] for r in patch["replicatedJobs"]]
-
-
-def containers(job: dict[str, Any]) -> list[dict[str, Any]]:
-    if job["kind"] == "TrainJob":
-        return [job["spec"]["trainer"]]
-    return [c for t in pod_templates(job) for c in t["spec"]["containers"]]
-
-
-def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
-
-
-def suspend_of(job: dict[str, Any]) -> Any:
-    if job["kind"] == "PyTorchJob":
-        return job["spec"]["runPolicy"]["suspend"]
-    return job["spec"]["suspend"]
-
-
-COMPLETION_INDEX = {
-    "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
-}
-
+from tests.jobs.render_support import (
+    COMPLETION_INDEX,
+    GPU,
+    containers,
+    env_of,
+    job_of,
+    make,
+    pod_templates,
+    suspend_of,
+)
 
 # ------------------------------------------------------------ every kind
 
@@ -466,122 +403,6 @@ def test_variables_the_kinds_controller_sets_are_refused_too(kind: str, variable
     with pytest.raises(RenderError, match=f"the {kind} controller") as caught:
         render_job(make(kind, env={variable: "x"}))
     assert (caught.value.field, caught.value.rule) == (f"env.{variable}", "env-reserved")
-
-
-# ------------------------------------------------------ the CRDs, strictly
-
-SHAPES = [
-    {"nodes": 1},
-    {"nodes": 4},
-    {"nodes": 2, "gpus_per_node": 0, "cpu_per_node_milli": None, "memory_per_node_bytes": None},
-    {"nodes": 3, "checkpoint_uri": "pvc://ckpt/a", "placement": Placement({}, [])},
-    {"nodes": 2, "checkpoint_uri": "nfs://filer/x", "max_runtime_seconds": None, "retries": 0},
-    {"nodes": 2, "checkpoint_uri": "", "labels": {}, "annotations": {}, "env": {}},
-]
-
-
-@pytest.mark.parametrize("kind", JOB_KINDS)
-@pytest.mark.parametrize("shape", range(len(SHAPES)))
-def test_rendered_jobs_validate_against_the_crds(kind: str, shape: int) -> None:
-    assert crds.cluster_errors(render_job(make(kind, **SHAPES[shape]))) == []
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    kind=st.sampled_from(JOB_KINDS),
-    nodes=st.integers(1, 64),
-    gpus=st.integers(0, 16),
-    retries=st.integers(0, 10),
-    runtime=st.none() | st.integers(1, 10**6),
-    uri=st.sampled_from(["", "s3://b/p", "pvc://claim/p", "file:///mnt/c", "nfs://srv/e"]),
-    queue_class=st.sampled_from(["", "interactive-dev", "training-large", "eval-batch"]),
-)
-def test_any_spec_renders_deterministically_and_validly(
-    kind: str, nodes: int, gpus: int, retries: int, runtime: int | None, uri: str, queue_class: str
-) -> None:
-    spec = make(
-        kind,
-        nodes=nodes,
-        gpus_per_node=gpus,
-        retries=retries,
-        max_runtime_seconds=runtime,
-        checkpoint_uri=uri,
-        queue_class=queue_class,
-    )
-    objects = render_job(spec)
-    assert json.dumps(objects) == json.dumps(render_job(spec))
-    assert crds.cluster_errors(objects) == []
-
-
-def test_the_strict_validator_refuses_fields_the_schema_does_not_declare() -> None:
-    jobset = job_of(make("JobSet"))
-    assert crds.crd_errors(jobset) == []
-    bad = copy.deepcopy(jobset)
-    bad["spec"]["suspended"] = True
-    bad["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
-        "resource"
-    ] = {"limits": {GPU: "8"}}
-    bad["metadata"]["label"] = {"oops": "x"}
-    errors = crds.crd_errors(bad)
-    assert len(errors) == 3
-    assert any("'suspended' was unexpected" in e for e in errors)
-    assert any("'resource' was unexpected" in e and "containers.0" in e for e in errors)
-    assert any("'label' was unexpected" in e for e in errors)
-    # The published schema alone would accept (and a server silently drop) them.
-    assert crds.schema_errors(crds.schema("JobSet"), bad) == []
-    # The same holds for the batch JobSpec embedded in the JobSet CRD.
-    job_spec = copy.deepcopy(job_of(make("Job"))["spec"])
-    job_spec["template"]["spec"]["nodeSelectors"] = {"gpu": "h100"}
-    assert any(
-        "'nodeSelectors' was unexpected" in e
-        for e in crds.schema_errors(crds.batch_job_spec_schema(), job_spec)
-    )
-
-
-def test_the_strict_validator_leaves_preserved_fields_alone() -> None:
-    node = {
-        "type": "object",
-        "properties": {
-            "known": {"type": "string"},
-            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "bare": {"type": "object"},
-        },
-    }
-    strict = crds.strict(node)
-    assert crds.schema_errors(strict, {"known": "x", "free": {"anything": {"goes": 1}}}) == []
-    assert crds.schema_errors(strict, {"unknown": 1}) != []
-    # An object declaring nothing is pruned whole by a server: nothing may go in.
-    assert crds.schema_errors(strict, {"bare": {"x": 1}}) != []
-
-
-@pytest.mark.parametrize("kind", ["JobSet", "PyTorchJob", "TrainJob"])
-def test_every_cel_rule_of_the_crds_has_a_python_check(kind: str) -> None:
-    unknown = {
-        rule
-        for rule in crds.cel_rules(kind)
-        if not any(marker in rule for marker in crds.UPDATE_ONLY) and rule not in crds.CEL
-    }
-    assert unknown == set()
-
-
-def test_the_cel_checks_catch_a_bad_trainjob_name() -> None:
-    trainjob = job_of(make("TrainJob"))
-    trainjob["metadata"]["name"] = "Train_1"
-    assert any("matches" in e for e in crds.cel_errors(trainjob))
-    trainjob["metadata"]["name"] = "t" * 64
-    assert any("size(self.metadata.name)" in e for e in crds.cel_errors(trainjob))
-
-
-def test_the_webhook_checks_catch_what_the_projects_refuse() -> None:
-    pytorchjob = job_of(make("PyTorchJob"))
-    pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
-    pytorchjob["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
-        "name"
-    ] = "main"
-    assert len(crds.webhook_errors(pytorchjob)) == 2
-    trainjob = job_of(make("TrainJob"))
-    trainjob["spec"]["trainer"]["env"].append({"name": "PET_NNODES", "value": "2"})
-    assert crds.webhook_errors(trainjob) == ["trainer.env: PET_NNODES is set by the torch runtime"]
 
 
 # ------------------------------------------------- topology and partial admission

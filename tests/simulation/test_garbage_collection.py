@@ -16,9 +16,7 @@ from queues.models import SimulatedEvent, SimulatedObject
 from queues.simulation.kueue import SimulatedKueue
 from queues.simulation.load import job
 from queues.simulation.runner import step
-from tests.simulation.test_simulated_kueue import SPEEDUP, backend, conditions, workload
-
-__all__ = ["backend"]  # the fixture, shared with the Kueue tests
+from tests.simulation.kueue_support import SPEEDUP, conditions, workload
 
 
 def names(backend: SimulatedBackend, kind: str) -> set[str]:

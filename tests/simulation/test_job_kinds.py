@@ -21,7 +21,7 @@ from queues.simulation.job_kinds import KINDS, PodSetTemplate, kind_of
 from queues.simulation.kueue import SimulatedKueue
 from tests.jobs.crds import schema_errors, strict
 from tests.kueue.crds import schema as kueue_schema
-from tests.simulation.test_simulated_kueue import SPEEDUP, conditions, gpu_usage, kueue_objects
+from tests.simulation.kueue_support import SPEEDUP, conditions, gpu_usage, kueue_objects
 
 POD_SETS = {
     "Job": [("main", 2)],
