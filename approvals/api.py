@@ -315,10 +315,12 @@ class ApprovalViewSet(
         return self.get_paginated_response(list(history_rows(page)))
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
-        # An error asked for as CSV (a bad `since`, no token) is still answered
-        # in JSON: a client reads the field and rule, not a one-cell file.
+        # Only the history's rows are CSV. An error asked for as CSV (a bad
+        # `since`, no token) or an OPTIONS description is answered in JSON: a
+        # client reads the field and rule, not a one-cell file.
         accepted = getattr(request, "accepted_renderer", None)
-        if getattr(response, "exception", False) and isinstance(accepted, CSVRenderer):
+        rows = isinstance(getattr(response, "data", None), list)
+        if isinstance(accepted, CSVRenderer) and not rows:
             request.accepted_renderer = renderers.JSONRenderer()
             request.accepted_media_type = request.accepted_renderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)

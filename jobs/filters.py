@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters as filters
 
+from accounts.api.moments import UtcDateTimeFilter
 from jobs.models import JobKind, JobRequest, JobState
 
 
@@ -13,8 +14,8 @@ class JobFilter(filters.FilterSet):
     # No DISTINCT: one row per job whatever the states asked for.
     state = filters.MultipleChoiceFilter(choices=JobState.choices, distinct=False)
     kind = filters.ChoiceFilter(choices=JobKind.choices)
-    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
-    submitted_before = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    submitted_after = UtcDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = UtcDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
 
     class Meta:
         model = JobRequest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters as filters
 
+from accounts.api.moments import UtcDateTimeFilter
 from queues.choices import ChangeAction, PolicyKind
 from queues.models import (
     ClusterQueue,
@@ -92,8 +93,8 @@ class PolicyChangeFilter(filters.FilterSet):
     kind = filters.ChoiceFilter(choices=PolicyKind.choices)
     action = filters.ChoiceFilter(choices=ChangeAction.choices)
     actor = filters.CharFilter(field_name="actor_username")
-    since = filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = PolicyChange

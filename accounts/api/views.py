@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from accounts import services
 from accounts.api.hidden_objects import HiddenObjectsLogged
+from accounts.api.moments import UtcDateTimeFilter
 from accounts.api.serializers import (
     AccessDenialSerializer,
     ApiTokenSerializer,
@@ -56,8 +57,8 @@ class ApiTokenViewSet(
 
 
 class AccessDenialFilter(filters.FilterSet):
-    since = filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AccessDenial

@@ -28,7 +28,9 @@ from queues.services import StaleRevision
 
 class JSONParser(parsers.JSONParser):
     """DRF's JSON parser, with absurdly nested input refused as a parse error
-    (Python's json module would otherwise hit the recursion limit: a 500)."""
+    (Python's json module would otherwise hit the recursion limit: a 500), and
+    text no Berth field may hold refused with the field named (see
+    ``text_errors``)."""
 
     def parse(
         self,
@@ -37,9 +39,53 @@ class JSONParser(parsers.JSONParser):
         parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         try:
-            return super().parse(stream, media_type, parser_context)
+            data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise exceptions.ParseError("JSON parse error - nested too deeply") from None
+        errors = text_errors(data)
+        if errors:
+            raise PolicyInvalid(errors)
+        return data
+
+
+def _unfit_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "holds a NUL character (\\x00), which PostgreSQL cannot store"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "holds an unpaired surrogate (e.g. \\ud800), which is not a character"
+    return None
+
+
+def _shown(text: str) -> str:
+    """The text quoted with what cannot be shown escaped: ``'\\ud800'``."""
+    escaped = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "'" + escaped.replace("\x00", "\\x00") + "'"
+
+
+def text_errors(data: Any, path: str = "") -> list[FieldError]:
+    """Every string in a JSON body, key or value, that no field may hold: a NUL
+    character or an unpaired surrogate (JSON's ``"\\ud800"``), which would
+    otherwise fail in the database or when the answer is encoded."""
+    errors: list[FieldError] = []
+    if isinstance(data, str):
+        problem = _unfit_text(data)
+        if problem:
+            errors.append(FieldError(path or "body", "invalid-text", f"the text {problem}"))
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            problem = _unfit_text(key)
+            if problem:
+                errors.append(
+                    FieldError(path or "body", "invalid-text", f"the key {_shown(key)} {problem}")
+                )
+                continue
+            errors.extend(text_errors(value, f"{path}.{key}" if path else key))
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            errors.extend(text_errors(item, f"{path}[{index}]"))
+    return errors
 
 
 class Pagination(PageNumberPagination):
