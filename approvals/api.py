@@ -24,12 +24,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.api.hidden_objects import HiddenObjectsLogged
+from accounts.api.strict_query import StrictFilterSet, StrictQuerySerializer
 from accounts.models import AccessDenial
 from accounts.services import record_access_denial
 from approvals.access import NotAllowed, decidable_now, visible_to
 from approvals.decide import decide
 from approvals.history import history_events, history_rows, write_csv
 from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalState
+from queues.api.conventions import Pagination
 from queues.api.fields import StrictSerializer
 
 CSV_FILENAME = "berth-approvals-history.csv"
@@ -37,7 +39,7 @@ CSV_FILENAME = "berth-approvals-history.csv"
 # --- filters -----------------------------------------------------------------------
 
 
-class ApprovalFilter(filters.FilterSet):
+class ApprovalFilter(StrictFilterSet):
     """What ``GET approvals/`` narrows by; ``decidable`` needs the request's user."""
 
     state = filters.ChoiceFilter(choices=ApprovalState.choices)
@@ -76,8 +78,10 @@ def decidable_ids(user: Any, requests: list[ApprovalRequest]) -> set[int]:
 
 
 class ApprovalEventSerializer(serializers.ModelSerializer):
+    # null: an event of the controller's own (expiry, withdrawal), or of a
+    # user since deleted.
     actor: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
 
     class Meta:
@@ -96,11 +100,13 @@ class ApprovalSerializer(serializers.ModelSerializer):
     team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
     )
+    # null: a workload Berth did not submit (no requester), a request not
+    # decided yet or decided by the controller (expired), or a deleted user.
     requester: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
     decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
     requested = serializers.JSONField(read_only=True)
     impact = serializers.JSONField(read_only=True)
@@ -139,7 +145,7 @@ class RejectSerializer(StrictSerializer):
     )
 
 
-class HistoryQuerySerializer(serializers.Serializer):
+class HistoryQuerySerializer(StrictQuerySerializer):
     since = serializers.DateTimeField(required=False, help_text="ISO 8601; events at or after")
     until = serializers.DateTimeField(required=False, help_text="ISO 8601; events before")
     cluster_queue = serializers.CharField(required=False, allow_blank=True)
@@ -305,6 +311,8 @@ class ApprovalViewSet(
             team=query.validated_data.get("team") or None,
         )
         if request.accepted_renderer.format == "csv":
+            if isinstance(self.paginator, Pagination):  # page and page_size still checked
+                self.paginator.check_query(request)
             return Response(
                 list(history_rows(events.iterator(chunk_size=2000))),
                 headers={"Content-Disposition": f'attachment; filename="{CSV_FILENAME}"'},

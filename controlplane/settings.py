@@ -257,16 +257,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "queues.api.conventions.Pagination",
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "accounts.api.strict_query.StrictFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "queues.api.error_schema.BerthAutoSchema",
     "EXCEPTION_HANDLER": "queues.api.conventions.exception_handler",
-    "DEFAULT_PARSER_CLASSES": [
-        "queues.api.conventions.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "queues.api.conventions.ContentNegotiation",
+    # JSON only: a form or multipart body is a 415, not read as something else.
+    "DEFAULT_PARSER_CLASSES": ["queues.api.conventions.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

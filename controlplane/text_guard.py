@@ -28,7 +28,10 @@ def _where_nul(request: HttpRequest) -> tuple[str, str] | None:
     if NUL in request.path or NUL in unquote(request.META.get("PATH_INFO", "")):
         return "path", "path"
     sources = [("query parameter", request.GET)]
-    if request.method == "POST" and request.content_type in _FORM_TYPES:
+    # Under /api/ a form body is refused by the API itself (415, JSON only);
+    # reading it here would hide it from the API and turn that into a 400.
+    api = request.path.startswith("/api/")
+    if request.method == "POST" and request.content_type in _FORM_TYPES and not api:
         sources.append(("form field", request.POST))
     for what, fields in sources:
         for name, values in fields.lists():

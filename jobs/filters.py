@@ -5,10 +5,11 @@ from __future__ import annotations
 import django_filters as filters
 
 from accounts.api.moments import UtcDateTimeFilter
+from accounts.api.strict_query import StrictFilterSet
 from jobs.models import JobKind, JobRequest, JobState
 
 
-class JobFilter(filters.FilterSet):
+class JobFilter(StrictFilterSet):
     team = filters.CharFilter(field_name="team__slug")
     queue = filters.CharFilter(field_name="cluster_queue")
     # No DISTINCT: one row per job whatever the states asked for.

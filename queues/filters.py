@@ -5,6 +5,7 @@ from __future__ import annotations
 import django_filters as filters
 
 from accounts.api.moments import UtcDateTimeFilter
+from accounts.api.strict_query import StrictFilterSet
 from queues.choices import ChangeAction, PolicyKind
 from queues.models import (
     ClusterQueue,
@@ -19,7 +20,7 @@ from queues.models import (
 )
 
 
-class TeamFilter(filters.FilterSet):
+class TeamFilter(StrictFilterSet):
     namespace = filters.CharFilter(field_name="namespaces__name", label="Owns this namespace")
 
     class Meta:
@@ -27,19 +28,19 @@ class TeamFilter(filters.FilterSet):
         fields = ["slug"]
 
 
-class TopologyFilter(filters.FilterSet):
+class TopologyFilter(StrictFilterSet):
     class Meta:
         model = Topology
         fields = ["name"]
 
 
-class ResourceFlavorFilter(filters.FilterSet):
+class ResourceFlavorFilter(StrictFilterSet):
     class Meta:
         model = ResourceFlavor
         fields = ["capacity_type", "topology_name"]
 
 
-class CohortFilter(filters.FilterSet):
+class CohortFilter(StrictFilterSet):
     parent = filters.CharFilter(field_name="parent__name")
     root = filters.BooleanFilter(field_name="parent", lookup_expr="isnull", label="Has no parent")
 
@@ -48,7 +49,7 @@ class CohortFilter(filters.FilterSet):
         fields = ["parent", "root"]
 
 
-class ClusterQueueFilter(filters.FilterSet):
+class ClusterQueueFilter(StrictFilterSet):
     team = filters.CharFilter(field_name="team__slug")
     cohort = filters.CharFilter(field_name="cohort__name")
     queue_class = filters.CharFilter(field_name="queue_class__name")
@@ -64,7 +65,7 @@ class ClusterQueueFilter(filters.FilterSet):
         fields = ["team", "cohort", "queue_class", "queueing_strategy", "shared", "flavor"]
 
 
-class LocalQueueFilter(filters.FilterSet):
+class LocalQueueFilter(StrictFilterSet):
     namespace = filters.CharFilter(field_name="namespace__name")
     team = filters.CharFilter(field_name="namespace__team__slug")
     cluster_queue = filters.CharFilter(field_name="cluster_queue__name")
@@ -74,7 +75,7 @@ class LocalQueueFilter(filters.FilterSet):
         fields = ["namespace", "name", "team", "cluster_queue", "generated"]
 
 
-class PriorityClassFilter(filters.FilterSet):
+class PriorityClassFilter(StrictFilterSet):
     value_min = filters.NumberFilter(field_name="value", lookup_expr="gte")
     value_max = filters.NumberFilter(field_name="value", lookup_expr="lte")
 
@@ -83,13 +84,13 @@ class PriorityClassFilter(filters.FilterSet):
         fields = ["value_min", "value_max"]
 
 
-class QueueClassFilter(filters.FilterSet):
+class QueueClassFilter(StrictFilterSet):
     class Meta:
         model = QueueClass
         fields = QueueClass.rule_flags()
 
 
-class PolicyChangeFilter(filters.FilterSet):
+class PolicyChangeFilter(StrictFilterSet):
     kind = filters.ChoiceFilter(choices=PolicyKind.choices)
     action = filters.ChoiceFilter(choices=ChangeAction.choices)
     actor = filters.CharFilter(field_name="actor_username")

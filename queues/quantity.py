@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from decimal import Context, Decimal, Inexact, InvalidOperation, localcontext
 from enum import Enum
+from typing import Any
 
 INT64_MAX = 2**63 - 1
 
@@ -66,6 +67,12 @@ class QuantityError(ValueError):
     def __init__(self, message: str, rule: str) -> None:
         super().__init__(message)
         self.rule = rule
+
+
+def written_negative(text: Any) -> bool:
+    """Whether a quantity is written with a minus sign: ``-0`` is zero, but
+    reads as a negative amount, and no non-negative setting should accept it."""
+    return isinstance(text, str) and text.strip().startswith("-")
 
 
 def parse_decimal(text: str | int) -> Decimal:

@@ -17,7 +17,7 @@ from typing import Any
 
 from queues import names
 from queues.errors import FieldError
-from queues.quantity import QuantityError, to_canonical
+from queues.quantity import QuantityError, to_canonical, written_negative
 from queues.rules import name_errors
 
 # Kueue's CRD limits (kueue.x-k8s.io/v1beta2, v0.19).
@@ -303,7 +303,7 @@ def _quota(
     except QuantityError as exc:
         errors.append(FieldError(field, f"quantity-{exc.rule}", str(exc)))
         return None
-    if amount < 0:
+    if amount < 0 or written_negative(value):
         errors.append(
             FieldError(field, "non-negative", f"{value} is negative; quotas must be 0 or more")
         )

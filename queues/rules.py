@@ -18,7 +18,7 @@ from typing import Any
 
 from queues import names
 from queues.errors import FieldError
-from queues.quantity import QuantityError, parse_decimal
+from queues.quantity import QuantityError, parse_decimal, written_negative
 
 # Kueue's CRD limits (kueue.x-k8s.io/v1beta2, v0.19).
 MAX_NODE_LABELS = 8
@@ -68,7 +68,7 @@ def parse_weight(field: str, value: Any) -> tuple[Decimal | None, list[FieldErro
         weight = parse_decimal(value)
     except QuantityError as exc:
         return None, [FieldError(field, f"quantity-{exc.rule}", str(exc))]
-    if weight < 0:
+    if weight < 0 or written_negative(value):
         return None, [FieldError(field, "non-negative", f"{value} is negative; use 0 or more")]
     if weight > MAX_WEIGHT:
         return None, [FieldError(field, "range", f"{value} is above {MAX_WEIGHT}")]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from accounts.api.strict_fields import TextField
 from accounts.models import AccessDenial, ApiToken
 
 
@@ -13,7 +14,7 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
 
 class NewApiTokenSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, help_text="What the token is for, e.g. ci")
+    name = TextField(max_length=100, help_text="What the token is for, e.g. ci")
     expires_in_days = serializers.IntegerField(
         required=False,
         allow_null=True,

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import django_filters as filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -18,6 +17,7 @@ from accounts.api.serializers import (
     IssuedApiTokenSerializer,
     NewApiTokenSerializer,
 )
+from accounts.api.strict_query import StrictFilterSet
 from accounts.models import AccessDenial, ApiToken
 from accounts.permissions import PlatformAdminOnly
 
@@ -56,7 +56,7 @@ class ApiTokenViewSet(
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class AccessDenialFilter(filters.FilterSet):
+class AccessDenialFilter(StrictFilterSet):
     since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
     until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
 

@@ -20,6 +20,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.api.strict_query import flag
 from jobs.flavor_offer import QueueOffer, queue_offer
 from queues.access import team_ids_of
 from queues.choices import CapacityType
@@ -118,10 +119,6 @@ def submit_queue(local_queue: LocalQueue, offer: QueueOffer) -> dict[str, Any]:
     }
 
 
-def _flag(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
 class SubmitQueueViewSet(viewsets.GenericViewSet):
     """Where you can submit: LocalQueues and the flavors their jobs may use."""
 
@@ -139,7 +136,7 @@ class SubmitQueueViewSet(viewsets.GenericViewSet):
         team = (self.request.query_params.get("team") or "").strip()
         if team:
             return queues.filter(namespace__team__slug=team)
-        if _flag(self.request.query_params.get("all")):
+        if flag(self.request, "all"):
             return queues
         return queues.filter(namespace__team_id__in=team_ids_of(self.request.user))
 

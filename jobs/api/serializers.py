@@ -133,7 +133,7 @@ class JobSerializer(serializers.ModelSerializer):
     )
     cpu_per_node = serializers.SerializerMethodField()
     memory_per_node = serializers.SerializerMethodField()
-    wait_seconds = serializers.FloatField(read_only=True)
+    wait_seconds = serializers.FloatField(read_only=True, allow_null=True)
     gpus = serializers.IntegerField(read_only=True)
     gpu_hours_used = serializers.SerializerMethodField()
     gpu_hours_lost = serializers.SerializerMethodField()

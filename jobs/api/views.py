@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.api.hidden_objects import HiddenObjectsLogged
+from accounts.api.strict_query import flag
 from jobs import selectors, services
 from jobs.api.serializers import (
     JobEventSerializer,
@@ -43,10 +44,6 @@ LIST_DEFERRED = (
     "justification",
     "message",
 )
-
-
-def _flag(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class JobViewSet(
@@ -87,7 +84,7 @@ class JobViewSet(
         serializer = JobSubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        if _flag(request.query_params.get("dry_run")):
+        if flag(request, "dry_run"):
             return Response(services.dry_run(request.user, data))
         job = services.submit(request.user, data)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
@@ -104,7 +101,7 @@ class JobViewSet(
         return Response(explain_job(self.get_object()))
 
     @extend_schema(responses={200: JobEventSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)  # the whole timeline
     def events(self, request: Request, pk: str | None = None) -> Response:
         """The job's timeline: Berth's steps and its workload's transitions."""
         job = self.get_object()

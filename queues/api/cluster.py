@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.permissions import IsAuthenticated
@@ -20,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.permissions import PlatformAdminOnly
+from queues.api.error_schema import ErrorSerializer
 from queues.kueue.render import to_yaml_documents
 from queues.models import ReconcileRun
 from queues.reconcile import manifest_objects, policy_version
@@ -106,8 +106,8 @@ class ManifestsView(APIView):
 
     @extend_schema(
         responses={
-            (200, "application/yaml"): OpenApiTypes.STR,
-            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "application/yaml"): list[dict[str, Any]],
+            (200, "application/json"): list[dict[str, Any]],
         }
     )
     def get(self, request: Request) -> Response:
@@ -121,7 +121,7 @@ class PlanView(APIView):
     def get_permissions(self) -> list[Any]:
         return [PlatformAdminOnly()] if self.request.method == "POST" else [IsAuthenticated()]
 
-    @extend_schema(responses=ReconcileRunSerializer)
+    @extend_schema(responses={200: ReconcileRunSerializer, 404: ErrorSerializer})
     def get(self, request: Request) -> Response:
         latest = (
             ReconcileRun.objects.filter(dry_run=True)

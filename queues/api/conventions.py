@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import ProtectedError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found
 from django.views.defaults import server_error as django_server_error
 from rest_framework import exceptions, parsers, status
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -88,10 +89,82 @@ def text_errors(data: Any, path: str = "") -> list[FieldError]:
     return errors
 
 
+class ContentNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation, with a ``?format=`` the endpoint does not have (empty,
+    repeated, unknown) a 400 naming the formats it has. DRF answers 404, as if
+    the endpoint were missing, or ignores an empty one."""
+
+    def select_renderer(self, request: Any, renderers: Any, format_suffix: Any = None) -> Any:
+        asked = request.query_params.getlist(self.settings.URL_FORMAT_OVERRIDE)
+        known = sorted({renderer.format for renderer in renderers})
+        if format_suffix is None and asked and (len(asked) > 1 or asked[0] not in known):
+            shown = asked[0] if len(asked) == 1 else asked
+            raise exceptions.ValidationError(
+                {
+                    "format": [
+                        f"{shown!r} is not a format of this endpoint: use one of {', '.join(known)}"
+                    ]
+                }
+            )
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except Http404:
+            raise exceptions.ValidationError(
+                {
+                    "format": [
+                        f"{format_suffix!r} is not a format of this endpoint: use one of "
+                        f"{', '.join(known)}"
+                    ]
+                }
+            ) from None
+
+
 class Pagination(PageNumberPagination):
+    """Page numbers from 1 and page sizes from 1 to 500, read strictly: a
+    malformed ``page`` or ``page_size`` is a 400 naming it (DRF would fall back
+    to the default size, or answer 404). A page past the last is still 404."""
+
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def _whole_number(self, request: Any, name: str, maximum: int | None) -> int | None:
+        values = request.query_params.getlist(name)
+        if not values:
+            return None
+        if len(values) > 1:
+            raise exceptions.ValidationError(
+                {name: [f"is given {len(values)} times: give it once"]}
+            )
+        value = values[0].strip()
+        bound = f" and at most {maximum}" if maximum else ""
+        if not value.isdigit() or not 1 <= int(value) <= (maximum or int(value)):
+            raise exceptions.ValidationError(
+                {name: [f"must be a whole number of at least 1{bound}, not {values[0]!r}"]}
+            )
+        return int(value)
+
+    def get_page_size(self, request: Any) -> int:
+        size = self._whole_number(request, self.page_size_query_param, self.max_page_size)
+        return size if size is not None else self.page_size
+
+    def check_query(self, request: Any) -> None:
+        """Refuse a malformed ``page`` or ``page_size`` (for answers that are
+        not paged, such as a CSV export, as for those that are)."""
+        self._whole_number(request, self.page_query_param, None)
+        self.get_page_size(request)
+
+    def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> Any:
+        self.check_query(request)
+        return super().paginate_queryset(queryset, request, view)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        bounds = {self.page_query_param: {"minimum": 1}}
+        bounds[self.page_size_query_param] = {"minimum": 1, "maximum": self.max_page_size}
+        for parameter in parameters:
+            parameter["schema"].update(bounds.get(parameter["name"], {}))
+        return parameters
 
 
 def flatten_errors(detail: Any, path: str = "") -> list[FieldError]:

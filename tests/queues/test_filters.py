@@ -67,8 +67,11 @@ def test_pagination(users: dict[str, object], clients: dict[str, APIClient]) -> 
     assert first["count"] == 7 and len(first["results"]) == 5 and first["next"]
     second = clients["member_a"].get(first["next"]).json()
     assert [p["name"] for p in second["results"]] == ["p1", "p0"]  # highest value first
-    capped = clients["member_a"].get("/api/v1/priority-classes/", {"page_size": 10_000}).json()
-    assert len(capped["results"]) == 7
+    largest = clients["member_a"].get("/api/v1/priority-classes/", {"page_size": 500}).json()
+    assert len(largest["results"]) == 7
+    too_large = clients["member_a"].get("/api/v1/priority-classes/", {"page_size": 10_000})
+    assert too_large.status_code == 400  # the schema's maximum: said, not silently capped
+    assert "at most 500" in too_large.json()["errors"][0]["message"]
 
 
 def test_listing_costs_the_same_queries_for_many_queues(
