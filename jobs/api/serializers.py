@@ -96,6 +96,13 @@ class JobSubmitSerializer(StrictSerializer):
 
 
 class JobEventSerializer(serializers.ModelSerializer):
+    # Not the workload event's enum: the timeline also holds Berth's own steps
+    # and those the apps above register (approvals).
+    type = serializers.CharField(
+        help_text="a workload event (created, admitted, preempted, finished, …) or a step of "
+        "Berth's (submitted, created-on-cluster, cancelled, approval-…)"
+    )
+
     class Meta:
         model = WorkloadEvent
         fields = ["type", "at", "reason", "message", "details"]

@@ -89,6 +89,7 @@ class JobViewSet(
         job = services.submit(request.user, data)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(responses={202: JobSerializer})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Cancel: the job is deleted from the cluster; its record stays."""
         job = services.cancel(request.user, self.get_object())

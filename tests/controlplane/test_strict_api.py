@@ -114,6 +114,7 @@ def test_the_schema_declares_what_the_api_answers(users: dict[str, Any]) -> None
     assert components["Job"]["properties"]["wait_seconds"].get("nullable")
     events = found["paths"]["/api/v1/jobs/{id}/events/"]["get"]["responses"]["200"]
     assert events["content"]["application/json"]["schema"]["type"] == "array"
+    assert "202" in found["paths"]["/api/v1/jobs/{id}/"]["delete"]["responses"]  # cancelling
     manifests = found["paths"]["/api/v1/policy/manifests/"]["get"]["responses"]["200"]
     assert manifests["content"]["application/json"]["schema"]["type"] == "array"
     cohorts = found["paths"]["/api/v1/cohorts/{name}/"]
