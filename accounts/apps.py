@@ -8,6 +8,6 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts, tokens and access log"
 
     def ready(self) -> None:
-        # Imported for their side effects: the login-failure receiver and the
-        # OpenAPI description of token authentication.
-        from accounts import schema, signals  # noqa: F401
+        # Imported for their side effects: the login-failure and lockout
+        # receivers and the OpenAPI description of token authentication.
+        from accounts import lockout, schema, signals  # noqa: F401

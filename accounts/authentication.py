@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from accounts.lockout import refuse_locked_out_address
 from accounts.services import find_active_token
 
 
@@ -17,6 +18,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1").split()
         if not header or header[0].lower() not in self.keywords:
             return None
+        refuse_locked_out_address(request._request)
         if len(header) != 2:
             raise exceptions.AuthenticationFailed(
                 "Malformed Authorization header: expected 'Bearer <token>'."

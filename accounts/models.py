@@ -40,6 +40,7 @@ class AccessDenial(models.Model):
         BAD_CREDENTIALS = "bad-credentials"
         FORBIDDEN = "forbidden"
         LOGIN_FAILED = "login-failed"
+        LOCKED_OUT = "locked-out"
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(
@@ -58,7 +59,24 @@ class AccessDenial(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+        # The token lockout counts an address's recent refusals (accounts/lockout.py).
+        indexes = [models.Index(fields=["remote_addr", "reason", "at"])]
 
     def __str__(self) -> str:
         who = self.username or "anonymous"
         return f"{self.at:%Y-%m-%d %H:%M:%S} {who} {self.reason} {self.method} {self.path}"
+
+
+class LockoutRelease(models.Model):
+    """An admin unlocked an address's API-token lockout: refusals before this
+    no longer count (accounts/lockout.py)."""
+
+    remote_addr = models.GenericIPAddressField()
+    at = models.DateTimeField(auto_now_add=True)
+    released_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["remote_addr", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.remote_addr} unlocked at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -91,11 +91,11 @@ def record_access_denial(
         method=(request.method or "") if request is not None else "",
         path=request.get_full_path()[:500] if request is not None else "",
         detail=detail[:500],
-        remote_addr=_client_address(request),
+        remote_addr=client_address(request),
     )
 
 
-def _client_address(request: HttpRequest | None) -> str | None:
+def client_address(request: HttpRequest | None) -> str | None:
     if request is None:
         return None
     address = request.META.get("REMOTE_ADDR") or None

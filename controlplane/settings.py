@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 from controlplane.env import (
@@ -52,6 +53,19 @@ LOG_LEVEL = env.choice(
     "BERTH_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
 ).upper()
 BERTH_AUDIT_RETENTION_DAYS = env.number("BERTH_AUDIT_RETENTION_DAYS", 90, minimum=1)
+# Brute-force protection (accounts/lockout.py): failed logins on any login form
+# lock that username, and that address, out for a while; so do refused API
+# tokens from one address. Both answer 429 with Retry-After and are logged.
+BERTH_LOGIN_FAILURE_LIMIT = env.number("BERTH_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+BERTH_LOGIN_LOCKOUT_MINUTES = env.number("BERTH_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+BERTH_TOKEN_FAILURE_LIMIT = env.number("BERTH_TOKEN_FAILURE_LIMIT", 20, minimum=1)
+BERTH_TOKEN_LOCKOUT_MINUTES = env.number("BERTH_TOKEN_LOCKOUT_MINUTES", 15, minimum=1)
+AXES_FAILURE_LIMIT = BERTH_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=BERTH_LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.lockout.locked_out_response"
+AXES_VERBOSE = False
 # How long recorded history is kept (cluster/retention.py): snapshots thinned
 # as they age, ended workloads, hourly rollups, reconcile runs.
 BERTH_SNAPSHOTS_FULL_HOURS = env.number("BERTH_SNAPSHOTS_FULL_HOURS", 1, minimum=1)
@@ -182,6 +196,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "accounts",
     "queues",
     "cluster",
@@ -203,6 +218,14 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into a 429.
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out username or address before any password check.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -364,5 +387,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # axes logs every failed sign-in at INFO; Berth's access log already has them.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
