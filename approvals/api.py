@@ -22,6 +22,7 @@ from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from accounts.api.hidden_objects import HiddenObjectsLogged
 from accounts.api.strict_query import StrictFilterSet, StrictQuerySerializer
@@ -292,11 +293,7 @@ class ApprovalViewSet(
     @action(
         detail=False,
         methods=["get"],
-        renderer_classes=[
-            renderers.JSONRenderer,
-            renderers.BrowsableAPIRenderer,
-            CSVRenderer,
-        ],
+        renderer_classes=[*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer],
         filter_backends=[],
     )
     def history(self, request: Request, **kwargs: Any) -> Response:

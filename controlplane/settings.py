@@ -49,6 +49,21 @@ if not _hosts:
 # keep answering whatever public names are configured.
 ALLOWED_HOSTS = [*_hosts, *(host for host in LOOPBACK_HOSTS if host not in _hosts)]
 CSRF_TRUSTED_ORIGINS = env.items("BERTH_CSRF_TRUSTED_ORIGINS", [])
+# Behind TLS (the production overlay in deploy/ and docker-compose.yml turn these
+# on): cookies only over HTTPS, HTTP redirected, HSTS, and the proxy's header
+# that says a request came in over HTTPS. `manage.py check --deploy` passes
+# with them (tests/controlplane/test_production_settings.py).
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.flag("BERTH_SECURE_COOKIES", False)
+SECURE_SSL_REDIRECT = env.flag("BERTH_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env.number("BERTH_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.flag("BERTH_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env.flag("BERTH_HSTS_PRELOAD", True)
+_proxy_header = env.text("BERTH_PROXY_SSL_HEADER", "")
+if _proxy_header:
+    # e.g. X-Forwarded-Proto: only when the proxy always sets (or strips) it.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
+# Health probes come over plain HTTP from inside the pod: never redirected.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 LOG_LEVEL = env.choice(
     "BERTH_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
 ).upper()
@@ -210,6 +225,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "controlplane.content_security.ContentSecurityPolicy",
     "controlplane.text_guard.RefuseNulCharacters",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -288,9 +304,12 @@ REST_FRAMEWORK = {
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "queues.api.conventions.ContentNegotiation",
     # JSON only: a form or multipart body is a 415, not read as something else.
     "DEFAULT_PARSER_CLASSES": ["queues.api.conventions.JSONParser"],
+    # DRF's browsable HTML only when debugging: its scripts set inline event
+    # handlers, which Berth's Content-Security-Policy refuses. People read the
+    # API at /api/docs/.
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
-        "rest_framework.renderers.BrowsableAPIRenderer",
+        *(["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
     ],
 }
 

@@ -55,6 +55,8 @@ class BerthAutoSchema(AutoSchema):
             "400": InvalidRequestSerializer,
             "401": ErrorSerializer,
             "403": ErrorSerializer,
+            # Locked out after repeated refused tokens (accounts.lockout).
+            "429": ErrorSerializer,
         }
         if "{" in self.path or self._paginated():
             # An object that is not there or not yours; a page past the last.

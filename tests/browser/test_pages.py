@@ -87,6 +87,13 @@ PAGES: list[Visit] = [
     Visit("/approvals/history/", "approver", ("Approvals history", "Export CSV")),
     Visit("/approvals/history/", "admin", ("Approvals history", "No approval events")),
 ]
+# Pages Berth serves but does not write (no Berth header): they must satisfy its
+# Content-Security-Policy too, which the guard's console check proves.
+LIBRARY_PAGES: list[Visit] = [
+    Visit("/api/docs/", "admin", ("Berth API", "/api/v1/jobs/")),
+    Visit("/admin/", "admin", ("Berth administration", "Policy, people and audit")),
+    Visit("/admin/axes/accessattempt/", "admin", "Access attempts"),
+]
 
 
 def password(username: str) -> str:
@@ -146,6 +153,19 @@ def test_page(page: Page, guard: Guard, base_url: str, org: dict[str, Any], visi
     username = ROLES[visit.role]
     if username is not None:  # the header names who is signed in
         expect(page.locator("header")).to_contain_text(username)
+    screenshot(page, visit.name)
+    assert_only_local_requests(guard, base_url)
+
+
+@pytest.mark.parametrize("visit", LIBRARY_PAGES, ids=lambda v: f"{v.path}-as-{v.role}")
+def test_library_page(
+    page: Page, guard: Guard, base_url: str, org: dict[str, Any], visit: Visit
+) -> None:
+    sign_in_as(page, visit.role)
+    response = page.goto(visit.path)
+    assert response is not None and response.ok, f"{visit.path}: {response and response.status}"
+    for text in visit.texts:
+        expect(page.get_by_text(text).first).to_be_visible()
     screenshot(page, visit.name)
     assert_only_local_requests(guard, base_url)
 
