@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Q
 
 from queues.access import team_ids_of, visible_team_ids
-from queues.errors import PolicyInvalid
+from queues.errors import FieldError, HiddenRefusal, PolicyInvalid
 from queues.models import (
     ClusterQueue,
     LocalQueue,
@@ -30,16 +30,22 @@ def team_and_namespace(actor: Any, data: Mapping[str, Any]) -> tuple[Team, str]:
     if slug:
         team = Team.objects.filter(slug=slug).first()
         if team is None or not (admin or team.pk in mine):
-            raise PolicyInvalid.single(
+            unknown = FieldError(
                 "team", "unknown-team", f"you are not a member of a team named {slug!r}"
             )
+            if team is None:
+                raise PolicyInvalid([unknown])
+            raise HiddenRefusal(unknown, f"submit a job for team {slug}: not a member")
     elif namespace:
         owned = TeamNamespace.objects.filter(name=namespace).select_related("team").first()
         if owned is None or not (admin or owned.team_id in mine):
-            raise PolicyInvalid.single(
-                "namespace",
-                "unknown-namespace",
-                f"no team of yours owns namespace {namespace!r}",
+            unknown = FieldError(
+                "namespace", "unknown-namespace", f"no team of yours owns namespace {namespace!r}"
+            )
+            if owned is None:
+                raise PolicyInvalid([unknown])
+            raise HiddenRefusal(
+                unknown, f"submit a job into namespace {namespace}: not a member of its team"
             )
         team = owned.team
     else:

@@ -38,6 +38,16 @@ class PolicyInvalid(Exception):
         return cls([FieldError(field, rule, message)])
 
 
+class HiddenRefusal(PolicyInvalid):
+    """Refused as if the object did not exist (another team's team or
+    namespace), so the answer does not tell it exists; ``denial`` says, for
+    the access log only, what was really refused."""
+
+    def __init__(self, error: FieldError, denial: str) -> None:
+        super().__init__([error])
+        self.denial = denial
+
+
 @dataclass
 class PolicyConflict(Exception):
     """The change is well-formed but the current state forbids it (the object is

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
+from accounts.models import AccessDenial
+from accounts.services import record_access_denial
 from frontend.views.common import page
 
 
@@ -56,5 +58,9 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
-    """A form posted with a stale or missing token (CSRF_FAILURE_VIEW)."""
+    """A form posted with a stale or missing token (CSRF_FAILURE_VIEW): refused,
+    and logged like every refusal."""
+    record_access_denial(
+        request, reason=AccessDenial.Reason.FORBIDDEN, detail=f"CSRF check failed: {reason}"
+    )
     return permission_denied(request)

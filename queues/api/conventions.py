@@ -23,7 +23,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from accounts.models import AccessDenial
 from accounts.services import record_access_denial
-from queues.errors import FieldError, PolicyConflict, PolicyInvalid
+from queues.errors import FieldError, HiddenRefusal, PolicyConflict, PolicyInvalid
 from queues.services import StaleRevision
 
 
@@ -215,6 +215,8 @@ def invalid_response(errors: list[FieldError]) -> Response:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     request = context.get("request")
+    if isinstance(exc, HiddenRefusal) and request is not None:
+        record_access_denial(request, reason=AccessDenial.Reason.FORBIDDEN, detail=exc.denial)
     if isinstance(exc, PolicyInvalid):
         return invalid_response(exc.errors)
     if isinstance(exc, PolicyConflict):
