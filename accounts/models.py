@@ -15,6 +15,11 @@ class ApiToken(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
     name = models.CharField(max_length=100)
+    # The token this one was created with, if any: it never outlives it, and
+    # revoking it revokes this one (accounts.services).
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
     prefix = models.CharField(max_length=16, help_text="First characters, to recognise a token")
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -28,13 +28,21 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def create_token(*, user: Any, name: str, expires_in_days: int | None = None) -> IssuedToken:
-    """Issue a token for ``user``. The secret is returned once and never stored."""
+def create_token(
+    *, user: Any, name: str, expires_in_days: int | None = None, parent: ApiToken | None = None
+) -> IssuedToken:
+    """Issue a token for ``user``. The secret is returned once and never stored.
+
+    A token created with another token (``parent``) expires no later than it
+    and is revoked with it: a leaked token cannot mint one that outlives it."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    if parent is not None and parent.expires_at is not None:
+        expires_at = min(expires_at or parent.expires_at, parent.expires_at)
     token = ApiToken.objects.create(
         user=user,
         name=name,
+        parent=parent,
         prefix=secret[: len(TOKEN_PREFIX) + 6],
         digest=digest(secret),
         expires_at=expires_at,
@@ -43,12 +51,19 @@ def create_token(*, user: Any, name: str, expires_in_days: int | None = None) ->
 
 
 def revoke_token(token: ApiToken) -> bool:
-    """Revoke once; returns False if it was already revoked (compare-and-set)."""
-    return bool(
-        ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
+    """Revoke once, with every live token created from it, and theirs;
+    returns False if it was already revoked (compare-and-set)."""
+    now = timezone.now()
+    revoked = bool(
+        ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
     )
+    generation = [token.pk]
+    while generation:
+        generation = list(
+            ApiToken.objects.filter(parent_id__in=generation).values_list("pk", flat=True)
+        )
+        ApiToken.objects.filter(pk__in=generation, revoked_at__isnull=True).update(revoked_at=now)
+    return revoked
 
 
 def find_active_token(secret: str, now: datetime | None = None) -> ApiToken | None:

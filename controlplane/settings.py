@@ -227,6 +227,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "controlplane.content_security.ContentSecurityPolicy",
     "controlplane.text_guard.RefuseNulCharacters",
+    "controlplane.body_limit.RefuseOversizedApiBodies",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

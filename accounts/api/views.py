@@ -44,7 +44,8 @@ class ApiTokenViewSet(
     def create(self, request: Request) -> Response:
         form = NewApiTokenSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        issued = services.create_token(user=request.user, **form.validated_data)
+        parent = request.auth if isinstance(request.auth, ApiToken) else None
+        issued = services.create_token(user=request.user, parent=parent, **form.validated_data)
         data = dict(IssuedApiTokenSerializer(issued.token).data)
         data["token"] = issued.secret
         return Response(data, status=status.HTTP_201_CREATED)

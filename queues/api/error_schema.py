@@ -65,6 +65,7 @@ class BerthAutoSchema(AutoSchema):
             responses["409"] = ConflictSerializer
             responses["412"] = ConflictSerializer
         if self.method in ("POST", "PUT", "PATCH"):
+            responses["413"] = ErrorSerializer  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE
             responses["415"] = ErrorSerializer
         return responses
 

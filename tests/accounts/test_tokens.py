@@ -91,3 +91,36 @@ def test_token_name_is_required(clients: dict[str, APIClient]) -> None:
     assert response.status_code == 400
     assert {e["field"] for e in response.json()["errors"]} == {"name", "expires_in_days"}
     assert ApiToken.objects.filter(name="").count() == 0
+
+
+def test_a_token_minted_with_a_token_never_outlives_it(users: dict[str, Any]) -> None:
+    parent = create_token(user=users["member_a"], name="ci", expires_in_days=1)
+    minted = bearer(parent.secret).post(
+        "/api/v1/tokens/", {"name": "child", "expires_in_days": 365}, format="json"
+    )
+    assert minted.status_code == 201, minted.content
+    child = ApiToken.objects.get(name="child")
+    assert child.parent == parent.token
+    assert child.expires_at == parent.token.expires_at  # capped at its parent's expiry
+    # A parent without expiry does not cap; a child without expiry takes the parent's.
+    forever = create_token(user=users["member_a"], name="forever")
+    unbounded = bearer(forever.secret).post("/api/v1/tokens/", {"name": "c2"}, format="json")
+    assert unbounded.json()["expires_at"] is None
+
+
+def test_revoking_a_token_revokes_what_was_minted_with_it(users: dict[str, Any]) -> None:
+    parent = create_token(user=users["member_a"], name="ci")
+    child_secret = (
+        bearer(parent.secret)
+        .post("/api/v1/tokens/", {"name": "child"}, format="json")
+        .json()["token"]
+    )
+    grandchild_secret = (
+        bearer(child_secret)
+        .post("/api/v1/tokens/", {"name": "grandchild"}, format="json")
+        .json()["token"]
+    )
+    assert bearer(grandchild_secret).get("/api/v1/me/").status_code == 200
+    assert bearer(parent.secret).delete(f"/api/v1/tokens/{parent.token.pk}/").status_code == 204
+    assert bearer(child_secret).get("/api/v1/me/").status_code == 401
+    assert bearer(grandchild_secret).get("/api/v1/me/").status_code == 401

@@ -115,3 +115,14 @@ def test_nul_in_a_form_field_is_a_400_and_nothing_changes(users: dict[str, Any])
     )
     assert response.status_code == 400
     assert ResourceFlavor.objects.get(name="h100").description == ""
+
+
+def test_an_oversized_body_is_a_json_413_without_an_error_in_the_log(
+    admin_client: APIClient, caplog: Any
+) -> None:
+    body = json.dumps({"name": "x", "description": "a" * 3_000_000})
+    response = post_json(admin_client, f"{API}/resource-flavors/", body)
+    assert response.status_code == 413
+    assert "at most" in response.json()["detail"]
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert not ResourceFlavor.objects.exists()
