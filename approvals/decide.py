@@ -84,10 +84,24 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
         raise PolicyInvalid.single(
             field, "max-length", f"at most {MAX_COMMENT} characters (got {len(text)})"
         )
+    if write_decision(request, user, approve=approve, text=text, now=now):
+        return request
+    current = ApprovalRequest.objects.select_related("decided_by").get(pk=request.pk)
+    if current.state == ApprovalState.PENDING:  # still pending: it was the deadline
+        expire(current, max(timezone.now(), current.expires_at))
+        current.refresh_from_db()
+    raise already_decided(current)
+
+
+def write_decision(
+    request: ApprovalRequest, user: Any, *, approve: bool, text: str, now: datetime
+) -> bool:
+    """Write the decision if the request is still pending and before its
+    deadline by the database's clock, whatever ``now`` (the app's clock) says:
+    the clocks of web pods drift, and a decision that waited on the row lock
+    past the deadline loses. Returns whether it was written."""
     state = ApprovalState.APPROVED if approve else ApprovalState.REJECTED
     with transaction.atomic():
-        # The deadline against the database's clock when the row is written:
-        # a decision that waited on the row lock past it loses.
         changed = ApprovalRequest.objects.filter(
             pk=request.pk, state=ApprovalState.PENDING, expires_at__gt=Now()
         ).update(state=state, decided_by=user, decided_at=now, comment=text)
@@ -101,13 +115,7 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
                 at=now,
             )
             after_commit(APPLY_APPROVAL, request.pk, stored=f"approval #{request.pk}: decided")
-    if changed:
-        return request
-    current = ApprovalRequest.objects.select_related("decided_by").get(pk=request.pk)
-    if current.state == ApprovalState.PENDING:  # still pending: it was the deadline
-        expire(current, max(timezone.now(), current.expires_at))
-        current.refresh_from_db()
-    raise already_decided(current)
+    return bool(changed)
 
 
 def expire(request: ApprovalRequest, now: datetime) -> bool:

@@ -4,10 +4,12 @@ once even when two approvers press at the same moment."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from approvals.access import (
     NotAllowed,
@@ -16,7 +18,7 @@ from approvals.access import (
     decidable_now,
     visible_to,
 )
-from approvals.decide import AlreadyDecided, decide
+from approvals.decide import AlreadyDecided, decide, write_decision
 from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalState
 from queues.errors import PolicyInvalid
 from tests.approvals.approval_support import approval_request, approvers
@@ -225,3 +227,18 @@ def test_a_decision_racing_the_expiry_at_the_deadline_loses(people: dict[str, An
     assert request.state == ApprovalState.EXPIRED and request.decided_by is None
     # Expired, then closed by the apply task (no Workload here); never approved.
     assert list(request.events.values_list("action", flat=True)) == ["expired", "applied"]
+
+
+def test_the_deadline_is_the_databases_clock_not_the_web_pods(people: dict[str, Any]) -> None:
+    """A web pod whose clock lags believes the request is still open: the
+    write refuses it anyway, by the database's clock."""
+    request = approval_request(people["alice"], expires_at=timezone.now() - timedelta(seconds=30))
+    lagging_clock = request.expires_at - timedelta(minutes=5)
+    written = write_decision(request, people["carol"], approve=True, text="", now=lagging_clock)
+    assert written is False
+    unchanged(request)
+    # Before the deadline by the database's clock, the same write goes through.
+    open_request = approval_request(
+        people["alice"], workload_uid="uid-open", expires_at=timezone.now() + timedelta(hours=1)
+    )
+    assert write_decision(open_request, people["carol"], approve=True, text="", now=timezone.now())

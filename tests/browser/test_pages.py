@@ -64,7 +64,7 @@ PAGES: list[Visit] = [
     Visit("/queues/", "member", ("Queues", "alpha")),
     Visit("/queues/alpha/", "member", ("ClusterQueue alpha", "Kueue objects Berth renders")),
     Visit("/cohorts/", "member", ("Cohorts", "The lending tree", "shared")),
-    Visit("/whatif/", "admin", "What-if"),
+    Visit("/whatif/", "admin", ("What-if", "1. The workloads", "Workloads sync recorded")),
     Visit("/policy/", "admin", ("Cluster queues", "alpha", "Topologies", "gpu-racks")),
     Visit(
         "/policy/topology/gpu-racks/",

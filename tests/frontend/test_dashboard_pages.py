@@ -3,6 +3,7 @@ are the database's, and that another team's jobs stay invisible."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -151,9 +152,22 @@ def test_the_job_list_filters_and_paginates(org: Org) -> None:
     assert "4 job(s)" in html(alice.get("/jobs/"))
 
 
+def live_parts(page: str) -> dict[str, str]:
+    """The page's parts live.js swaps in (elements with ``data-live``), by id."""
+    tags = re.findall(r"<[a-z]+\b[^>]*\bdata-live(?!-)\b[^>]*>", page)
+    ids = [re.search(r'\bid="([^"]+)"', tag) for tag in tags]
+    assert all(ids), f"a live part without an id cannot be swapped: {tags}"
+    return {found.group(1): tag for found, tag in zip(ids, tags, strict=True) if found}
+
+
 def test_a_live_refresh_answers_the_same_page(org: Org) -> None:
     client = browser(org, "alice")
-    assert client.get("/queues/", HTTP_X_BERTH_LIVE="1").status_code == 200
+    shown = html(client.get("/queues/"))
+    refreshed = client.get("/queues/", HTTP_X_BERTH_LIVE="1")
+    assert refreshed.status_code == 200
+    # live.js finds every part it swaps, by id, in what the refresh answers.
+    parts = live_parts(shown)
+    assert parts and live_parts(html(refreshed)) == parts
 
 
 def test_plotly_is_served_from_the_package_gzipped_and_cacheable(org: Org) -> None:

@@ -214,6 +214,12 @@ class FakeApiServer:
         with self.store.lock:
             self._delays.append(rule)
 
+    def wait_for_watches(self, count: int = 1, timeout: float = 5.0) -> None:
+        """Block until ``count`` watches follow live changes (past their replay):
+        a test that changes something "while a watch is open" must know it is."""
+        if not self.store.wait_following(count, timeout):
+            raise AssertionError(f"{count} watch(es) did not open within {timeout} s")
+
     def expire_watches(self) -> None:
         """End open watches with 410 Gone and refuse resourceVersions older than now."""
         with self.store.lock:

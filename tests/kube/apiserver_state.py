@@ -85,6 +85,12 @@ class Store:
         self.history_limit = history_limit
         self.compacted = 0  # watches from a resourceVersion below this get 410 Gone
         self.epoch = 0  # bumped by expire(): open watches end with 410 Gone
+        self.following = 0  # watches past their replay, waiting for live changes
+
+    def wait_following(self, count: int, timeout: float) -> bool:
+        """Whether ``count`` watches follow live changes within ``timeout`` seconds."""
+        with self.changed:
+            return self.changed.wait_for(lambda: self.following >= count, timeout)
 
     @staticmethod
     def key(rtype: ResourceType, namespace: str | None, name: str) -> Key:

@@ -81,6 +81,42 @@ def serve_watch(
         end = {"k8s.io/initial-events-end": "true"}
         handler.send_event("BOOKMARK", _bookmark(target, cursor, end))
     last_bookmark = time.monotonic()
+    with store.changed:  # following live changes now: tests wait for this
+        store.following += 1
+        store.changed.notify_all()
+    try:
+        _follow(
+            handler,
+            store,
+            target,
+            match,
+            cursor,
+            epoch,
+            stopping,
+            deadline,
+            bookmarks,
+            bookmark_interval,
+            last_bookmark,
+        )
+    finally:
+        with store.changed:
+            store.following -= 1
+            store.changed.notify_all()
+
+
+def _follow(
+    handler: RequestHandler,
+    store: Store,
+    target: Target,
+    match: Matcher,
+    cursor: int,
+    epoch: int,
+    stopping: threading.Event,
+    deadline: float | None,
+    bookmarks: bool,
+    bookmark_interval: float,
+    last_bookmark: float,
+) -> None:
     while not stopping.is_set():
         waits = [0.2]  # also how often a silent watch notices its client has gone
         if bookmarks:

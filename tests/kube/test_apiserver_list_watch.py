@@ -81,7 +81,7 @@ def test_watch_from_a_list_resource_version_sees_later_changes_in_order(
     client.CoreV1Api(api).create_namespace({"metadata": {"name": "other-kind"}})
 
     def later() -> None:
-        time.sleep(0.3)
+        server.wait_for_watches()  # "live" arrives live, not in the replay
         server.put_object(cluster_queue("live"))
 
     threading.Thread(target=later).start()
@@ -262,7 +262,7 @@ def test_stop_ends_open_watches(server: FakeApiServer) -> None:
         done.set()
 
     threading.Thread(target=run, daemon=True).start()
-    time.sleep(0.3)
+    server.wait_for_watches()  # stopping a server with no watch open would prove nothing
     server.stop()
     assert done.wait(3)
     with pytest.raises(RuntimeError):
