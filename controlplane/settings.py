@@ -386,7 +386,13 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-reconcile": {"task": "queues.tasks.sweep_reconcile", "schedule": 30},
     # Workload list sync and queue/capacity snapshots; `manage.py sync_watch`
     # adds a watch for changes within seconds.
-    "sync-cluster": {"task": "jobs.tasks.sync_cluster", "schedule": BERTH_SYNC_INTERVAL},
+    # A sync not started within its interval is dropped: the next one covers it,
+    # and a backlog of them (a slow or stopped worker) never piles up in Redis.
+    "sync-cluster": {
+        "task": "jobs.tasks.sync_cluster",
+        "schedule": BERTH_SYNC_INTERVAL,
+        "options": {"expires": BERTH_SYNC_INTERVAL},
+    },
     # The approval controller: raise requests, expire them, re-drive decisions.
     "drive-approvals": {
         "task": "jobs.tasks.drive_approvals",
