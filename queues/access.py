@@ -18,6 +18,8 @@ it in the access log (``accounts.services.record_access_denial``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
@@ -27,9 +29,10 @@ from accounts.models import AccessDenial
 from accounts.roles import is_global_approver, is_platform_admin
 from accounts.services import record_access_denial
 from queues.choices import TeamRole
-from queues.models import TeamMembership
+from queues.models import TeamMembership, TeamNamespace
 
 __all__ = [
+    "WorkloadView",
     "is_global_approver",
     "is_platform_admin",
     "may_change_policy",
@@ -38,6 +41,7 @@ __all__ = [
     "team_ids_of",
     "visible_team_ids",
     "visible_to",
+    "workload_views",
 ]
 
 
@@ -63,6 +67,35 @@ def visible_team_ids(user: Any) -> set[int] | None:
 def may_see_team(user: Any, team_id: int | None) -> bool:
     visible = visible_team_ids(user)
     return visible is None or (team_id is not None and team_id in visible)
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """How a workload in a shared line reads to one viewer: in full (its name,
+    job and why it waits) when it runs in a namespace of the viewer's teams,
+    else only as a workload of its team — its place, size, priority and
+    estimated start, which explain the viewer's own wait, but not its name,
+    job or messages (which name it)."""
+
+    full: bool
+    team: str  # the owning team's slug, or "" for a namespace no team owns
+
+
+def workload_views(user: Any, namespaces: Iterable[str]) -> dict[str, WorkloadView]:
+    """For each namespace, how its workloads read to ``user``."""
+    names = set(namespaces)
+    owners = {
+        name: (team_id, slug)
+        for name, team_id, slug in TeamNamespace.objects.filter(name__in=names).values_list(
+            "name", "team_id", "team__slug"
+        )
+    }
+    visible = visible_team_ids(user)
+    views = {}
+    for name in names:
+        team_id, slug = owners.get(name, (None, ""))
+        views[name] = WorkloadView(full=visible is None or team_id in visible, team=slug)
+    return views
 
 
 M = TypeVar("M", bound=Model)

@@ -16,6 +16,7 @@ from cluster.models import EventType, PendingForecast, WorkloadEvent
 from frontend import charts
 from frontend.views.common import page, paginate, query_without, sorted_rows
 from jobs import selectors as job_selectors
+from queues.access import WorkloadView, workload_views
 from queues.kueue.render import to_yaml_documents
 from queues.models import ClusterQueue
 from queues.reconcile import desired_objects, policy_version
@@ -80,6 +81,16 @@ def _kueue_yaml(name: str) -> str:
     return to_yaml_documents(mine)
 
 
+def _preemptor(who: str, views: dict[str, WorkloadView]) -> str:
+    """Who preempted, as the viewer may read it: its name if theirs."""
+    if not who:
+        return ""
+    view = views.get(who.split("/")[0])
+    if view is not None and view.full:
+        return who
+    return f"a workload of team {view.team}" if view and view.team else "another team's workload"
+
+
 @login_required
 def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
     queue = (
@@ -99,8 +110,9 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
     pending = list(
         forecasts.select_related("workload").order_by("position", "workload__created_at")[:shown]
     )
-    # A link to the job page only for jobs the viewer may see (another team's
-    # job page is a 404): the workload itself is listed for everyone.
+    # Every workload in the line is listed, since the line explains each wait;
+    # another team's reads as "a workload of team X" (queues.access.WorkloadView),
+    # and links to its job page only for the viewer's own (others' are 404s).
     jobs = dict(
         job_selectors.jobs_for(request.user)
         .filter(workload_id__in=[p.workload_id for p in pending])
@@ -115,6 +127,13 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         .select_related("workload")
         .order_by("-at")[:20]
     )
+    preemptors = {e.pk: str((e.details or {}).get("preemptor") or "") for e in recent}
+    views = workload_views(
+        request.user,
+        [p.workload.namespace for p in pending]
+        + [e.workload.namespace for e in recent]
+        + [who.split("/")[0] for who in preemptors.values() if "/" in who],
+    )
     row = next(iter(stats.queue_rows(now, names=[name])), None)
     context = {
         "queue": queue,
@@ -124,9 +143,11 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         "waits": charts.wait_distribution(stats.wait_histogram(name, week)),
         "trend": charts.wait_trend(stats.daily_waits(name, 14, now)),
         "preemptions": stats.preemptions_since(week, name),
-        "pending": [(p, jobs.get(p.workload_id)) for p in pending],
+        "pending": [(p, jobs.get(p.workload_id), views[p.workload.namespace]) for p in pending],
         "pending_total": pending_total,
-        "recent": recent,
+        "recent": [
+            (e, views[e.workload.namespace], _preemptor(preemptors[e.pk], views)) for e in recent
+        ],
         "kueue_yaml": _kueue_yaml(name),
     }
     return page(request, "frontend/queue.html", context, nav="queues", charts=True)
