@@ -246,7 +246,11 @@ def upsert_workload(
                     record = WorkloadRecord.objects.create(uid=metadata["uid"], **fields)
             except IntegrityError:  # another sync recorded it a moment ago
                 record = WorkloadRecord.objects.select_for_update().get(uid=metadata["uid"])
-        elif fields["resource_version"] and record.resource_version == fields["resource_version"]:
+        elif (
+            fields["resource_version"]
+            and record.resource_version == fields["resource_version"]
+            and record.state != WorkloadState.DELETED  # a relist's mistake: it is live
+        ):
             return record  # seen this very version already: nothing to write
         if not fields["cluster_queue"]:
             # Pending or evicted: no admission names the queue; it stays where it was,
@@ -334,13 +338,29 @@ def _add_event(
         pass  # recorded concurrently by another sync
 
 
-def mark_deleted(uid: str) -> None:
-    record = WorkloadRecord.objects.filter(uid=uid).first()
-    if record is None or record.state == WorkloadState.DELETED:
+def mark_deleted(uid: str, *, seen_at_version: str | None = None) -> None:
+    """Mark the workload deleted. With ``seen_at_version`` (a relist), only if
+    the record still holds that version (compare-and-set): the watch may have
+    written a newer one since the list was taken."""
+    rows = WorkloadRecord.objects.filter(uid=uid).exclude(state=WorkloadState.DELETED)
+    if seen_at_version is not None:
+        rows = rows.filter(resource_version=seen_at_version)
+    if not rows.update(state=WorkloadState.DELETED, synced_at=timezone.now()):
         return
-    record.state = WorkloadState.DELETED
-    record.save(update_fields=["state", "synced_at"])
+    record = WorkloadRecord.objects.get(uid=uid)
     _add_event(record, EventType.DELETED, timezone.now().replace(microsecond=0), "", "", {})
+
+
+def _older_than_list(
+    record_version: str, synced_at: datetime, list_version: str, listed_at: datetime
+) -> bool:
+    """Whether a record was last written before the list was taken, so its
+    absence from the list means it is gone. Kubernetes resourceVersions are
+    etcd revisions (whole numbers); where one is not, the record's write time
+    is compared with when the list began."""
+    if record_version.isdigit() and list_version.isdigit():
+        return int(record_version) <= int(list_version)
+    return synced_at < listed_at
 
 
 def _cluster_queue_of(namespace: str, local_queue: str) -> str:
@@ -357,20 +377,26 @@ def _team_ids() -> dict[str, int]:
 
 
 def sync_workloads(backend: ClusterBackend) -> str:
-    """Relist every Workload: upsert what is there, mark what vanished as deleted.
-    Returns the list's resourceVersion (where a watch resumes)."""
+    """Relist every Workload: upsert what is there, mark what vanished as
+    deleted — never one the watch wrote after the list was taken. Returns the
+    list's resourceVersion (where a watch resumes)."""
+    listed_at = timezone.now()
     items, version = backend.list(WORKLOAD)
     teams = _team_ids()
     seen = set()
     for item in items:
         seen.add(item["metadata"]["uid"])
         upsert_workload(item, teams)
-    for uid in (
+    # Missing from the list is gone only if last seen before the list: the
+    # watch, running beside this, records workloads created since.
+    missing = (
         WorkloadRecord.objects.exclude(state=WorkloadState.DELETED)
         .exclude(uid__in=seen)
-        .values_list("uid", flat=True)
-    ):
-        mark_deleted(uid)
+        .values_list("uid", "resource_version", "synced_at")
+    )
+    for uid, record_version, synced_at in missing:
+        if _older_than_list(record_version, synced_at, version, listed_at):
+            mark_deleted(uid, seen_at_version=record_version)
     SyncCursor.objects.update_or_create(
         kind="Workload", defaults={"resource_version": version, "listed_at": timezone.now()}
     )

@@ -22,7 +22,8 @@ from cluster.models import (
 )
 from cluster.models import WorkloadState as State
 from cluster.snapshots import snapshot_cluster, sync_queue_status
-from cluster.sync import sync_workloads, watch_workloads
+from cluster.sync import apply_watch_event, sync_workloads, watch_workloads
+from queues.backends.base import TYPES
 from tests.factories import team
 from tests.reconcile.clusters import ClusterUnderTest
 
@@ -491,3 +492,43 @@ def test_nodes_are_kept_as_last_seen_writing_only_what_changed(
     research.remove("Node", "n2")
     snapshot_cluster(research.backend)
     assert list(ObservedNode.objects.values_list("name", flat=True)) == ["n1"]
+
+
+class ListedEarlier:
+    """The cluster, but its Workload list is one taken earlier: the relist
+    that finishes after the watch recorded something newer."""
+
+    def __init__(self, backend: Any, listed: tuple[list[dict[str, Any]], str]) -> None:
+        self.backend, self.listed = backend, listed
+
+    def list(self, rtype: Any, *args: Any, **kwargs: Any) -> tuple[list[dict[str, Any]], str]:
+        return self.listed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+
+def test_a_relist_never_marks_deleted_what_the_watch_recorded_after_its_list(
+    research: ClusterUnderTest,
+) -> None:
+    research.add_foreign(workload("job-old"))
+    sync_workloads(research.backend)
+    listed = research.backend.list(TYPES["Workload"])  # the relist's list, taken now
+    research.add_foreign(workload("job-new"))  # created after it
+    for event in research.backend.watch(TYPES["Workload"], listed[1], timeout_seconds=1):
+        apply_watch_event(event)  # the watch, beside the relist, records it
+    assert record("job-new").state != State.DELETED
+    sync_workloads(ListedEarlier(research.backend, listed))  # the relist finishes
+    assert record("job-new").state != State.DELETED
+    assert not record("job-new").events.filter(type=EventType.DELETED).exists()
+    assert record("job-old").state != State.DELETED
+
+
+def test_a_live_workload_marked_deleted_by_mistake_comes_back(
+    research: ClusterUnderTest,
+) -> None:
+    research.add_foreign(workload("job-train"))
+    sync_workloads(research.backend)
+    WorkloadRecord.objects.filter(name="job-train").update(state=State.DELETED)
+    sync_workloads(research.backend)  # the same resourceVersion, listed again
+    assert record("job-train").state != State.DELETED
