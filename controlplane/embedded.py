@@ -28,7 +28,7 @@ from queues.simulation.runner import step
 
 log = logging.getLogger(__name__)
 FORECAST_EVERY = 5.0  # seconds
-SWEEP_EVERY = 60.0  # seconds, as Celery beat's sweep-jobs
+SWEEP_EVERY = 15.0  # seconds, as Celery beat's sweep-jobs
 # Every tick: what the cluster did since the last one.
 EVERY_TICK = (SyncStepName.WORKLOADS, SyncStepName.QUEUE_STATUS, SyncStepName.JOBS)
 

@@ -399,7 +399,9 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": BERTH_APPROVAL_INTERVAL,
     },
     # Jobs whose create or delete task was lost: queue it again.
-    "sweep-jobs": {"task": "jobs.tasks.sweep_jobs", "schedule": 60},
+    # Every 15 s: a create that could not be queued goes as soon as the broker
+    # is back; one lost on its way (a killed worker) after a minute.
+    "sweep-jobs": {"task": "jobs.tasks.sweep_jobs", "schedule": 15},
 }
 if BERTH_CLUSTER == "simulated":
     CELERY_BEAT_SCHEDULE["step-simulated-cluster"] = {

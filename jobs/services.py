@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from cluster.forecast import Forecast, forecast_new
@@ -84,11 +84,39 @@ def submit(actor: Any, data: dict[str, Any]) -> JobRequest:
                 )
             ]
         ) from None
-    after_commit(CREATE_JOB, job.pk, stored=f"job {job.pk}: stored")
+    after_commit(
+        CREATE_JOB,
+        job.pk,
+        stored=f"job {job.pk}: stored",
+        on_failure=lambda: _not_queued(job.pk),
+    )
     # In the embedded mode the create has run by now (eagerly, in this request):
     # answer with what it did.
     job.refresh_from_db()
     return job
+
+
+QUEUE_UNAVAILABLE = "TaskQueueUnavailable"
+
+
+def _not_queued(job_id: int) -> None:
+    """The job is stored but its create could not be queued (the broker is
+    down): say so on the job; the sweeper queues it as soon as it can."""
+    JobRequest.objects.filter(pk=job_id, state=JobState.SUBMITTED).update(
+        reason=QUEUE_UNAVAILABLE,
+        message=(
+            "Stored. Its creation on the cluster could not be queued (Berth's task queue is "
+            "unreachable); it is queued as soon as the queue answers again."
+        ),
+        updated_at=timezone.now(),
+    )
+
+
+def queued_again(job_id: int) -> None:
+    """Its create is queued now: from here the usual one-minute sweep applies."""
+    JobRequest.objects.filter(pk=job_id, state=JobState.SUBMITTED, reason=QUEUE_UNAVAILABLE).update(
+        reason="", message="", updated_at=timezone.now()
+    )
 
 
 def _tagged(obj: dict[str, Any], job_id: int) -> dict[str, Any]:
@@ -312,7 +340,10 @@ def delete_failed(job: JobRequest | int, exc: BackendError) -> str:
 def stuck_jobs(older_than: timedelta) -> tuple[list[int], list[int]]:
     """Jobs still waiting to be created, and to be deleted, after ``older_than``."""
     cutoff = timezone.now() - older_than
-    creates = JobRequest.objects.filter(state=JobState.SUBMITTED, updated_at__lt=cutoff)
+    # A create that could not be queued at all goes at once, whatever its age.
+    creates = JobRequest.objects.filter(
+        Q(updated_at__lt=cutoff) | Q(reason=QUEUE_UNAVAILABLE), state=JobState.SUBMITTED
+    )
     deletes = JobRequest.objects.filter(state=JobState.CANCELLING, updated_at__lt=cutoff)
     return (
         list(creates.values_list("pk", flat=True)[:500]),

@@ -14,6 +14,7 @@ from jobs.services import (
     delete_failed,
     delete_from_cluster,
     not_configured,
+    queued_again,
     stuck_jobs,
 )
 from queues.backends import get_backend
@@ -49,10 +50,14 @@ def delete_job(job_id: int) -> str:
 def sweep_jobs() -> int:
     """The intent lives in Postgres: re-queue creates and deletes that a lost
     task, a killed worker or spent retries left behind (none attempted in the
-    last minute). Returns how many were queued."""
+    last minute, or whose create could not be queued at all). Returns how
+    many were queued."""
     creates, deletes = stuck_jobs(older_than=timedelta(seconds=60))
+    queued = 0
     for job_id in creates:
-        send(create_job.name, job_id, stored=f"job {job_id}: swept")
+        if send(create_job.name, job_id, stored=f"job {job_id}: swept"):
+            queued_again(job_id)
+            queued += 1
     for job_id in deletes:
-        send(delete_job.name, job_id, stored=f"job {job_id}: swept")
-    return len(creates) + len(deletes)
+        queued += send(delete_job.name, job_id, stored=f"job {job_id}: swept")
+    return queued

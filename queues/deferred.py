@@ -10,6 +10,7 @@ one that fails) is logged and left to the periodic pass that catches up.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import current_app
@@ -18,15 +19,28 @@ from django.db import transaction
 log = logging.getLogger(__name__)
 
 
-def after_commit(task_name: str, *args: Any, stored: str) -> None:
+def after_commit(
+    task_name: str,
+    *args: Any,
+    stored: str,
+    on_failure: Callable[[], None] | None = None,
+) -> None:
     """Queue ``task_name(*args)`` after the commit. ``stored`` says what is kept
-    if queueing fails (``"job 12: stored"``), for the log line."""
-    transaction.on_commit(lambda: send(task_name, *args, stored=stored))
+    if queueing fails (``"job 12: stored"``), for the log line; ``on_failure``
+    records it where the caller answers from (a job's reason)."""
+
+    def queue() -> None:
+        if not send(task_name, *args, stored=stored) and on_failure is not None:
+            on_failure()
+
+    transaction.on_commit(queue)
 
 
-def send(task_name: str, *args: Any, stored: str) -> None:
-    """Queue it now (run it now, embedded)."""
+def send(task_name: str, *args: Any, stored: str) -> bool:
+    """Queue it now (run it now, embedded); returns whether that worked."""
     try:
         current_app.tasks[task_name].delay(*args)
     except Exception:
         log.exception("%s, but %s could not be run now; it is retried later", stored, task_name)
+        return False
+    return True

@@ -78,7 +78,10 @@ class JobViewSet(
         return JobSerializer
 
     @extend_schema(
-        parameters=[DRY_RUN], request=JobSubmitSerializer, responses={201: JobSerializer}
+        parameters=[DRY_RUN],
+        request=JobSubmitSerializer,
+        # 200: a dry run's answer (what would be created, and whether it fits now).
+        responses={200: OpenApiTypes.OBJECT, 201: JobSerializer, 202: JobSerializer},
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = JobSubmitSerializer(data=request.data)
@@ -87,7 +90,10 @@ class JobViewSet(
         if flag(request, "dry_run"):
             return Response(services.dry_run(request.user, data))
         job = services.submit(request.user, data)
-        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+        # Stored, but its creation could not be queued yet: 202, with the reason.
+        queued = job.reason != services.QUEUE_UNAVAILABLE
+        code = status.HTTP_201_CREATED if queued else status.HTTP_202_ACCEPTED
+        return Response(JobSerializer(job).data, status=code)
 
     @extend_schema(responses={202: JobSerializer})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
