@@ -19,6 +19,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, renderers, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -203,6 +204,15 @@ def _refused(request: Request, refused: NotAllowed) -> Response:
     )
 
 
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    description="Any value unique to this decision (a UUID): sent again, the same decision "
+    "by the same user answers as the first did instead of 409 already-decided.",
+)
+
+
 REFUSED = OpenApiResponse(
     description="not allowed to decide it: `rule` is `not-an-approver` or `requester-cannot-decide`"
 )
@@ -243,8 +253,13 @@ class ApprovalViewSet(
 
     def _decide(self, request: Request, *, approve: bool, text: str) -> Response:
         target = self.get_object()  # 404 unless the user may see it
+        key = request.headers.get(IDEMPOTENCY_KEY.name, "")
+        if len(key) > 64 or not key.isprintable():
+            raise ValidationError(
+                {IDEMPOTENCY_KEY.name: ["at most 64 printable characters, e.g. a UUID"]}
+            )
         try:
-            decide(request.user, target.pk, approve=approve, comment=text)
+            decide(request.user, target.pk, approve=approve, comment=text, key=key)
         except NotAllowed as refused:
             return _refused(request, refused)
         decided = self.get_queryset().get(pk=target.pk)
@@ -252,6 +267,7 @@ class ApprovalViewSet(
 
     @extend_schema(
         request=ApproveSerializer,
+        parameters=[IDEMPOTENCY_KEY],
         responses={200: ApprovalSerializer, 400: INVALID, 403: REFUSED, 409: CONFLICT},
     )
     @action(detail=True, methods=["post"])
@@ -263,6 +279,7 @@ class ApprovalViewSet(
 
     @extend_schema(
         request=RejectSerializer,
+        parameters=[IDEMPOTENCY_KEY],
         responses={200: ApprovalSerializer, 400: INVALID, 403: REFUSED, 409: CONFLICT},
     )
     @action(detail=True, methods=["post"])

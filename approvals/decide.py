@@ -59,12 +59,16 @@ def already_decided(request: ApprovalRequest) -> AlreadyDecided:
     )
 
 
-def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> ApprovalRequest:
+def decide(
+    user: Any, request_id: int, *, approve: bool, comment: str = "", key: str = ""
+) -> ApprovalRequest:
     """Approve or reject request ``request_id`` as ``user``.
 
     Raises NotAllowed (the requester, or not an approver for the queue),
     PolicyInvalid (a rejection without a reason, a comment too long) or
-    AlreadyDecided; none of them changes anything."""
+    AlreadyDecided; none of them changes anything. With ``key`` (the client's
+    Idempotency-Key), the same decision sent again by the same user returns
+    the request as decided instead of AlreadyDecided."""
     field = "comment" if approve else "reason"
     text = (comment or "").strip()
     request = ApprovalRequest.objects.select_related("decided_by").get(pk=request_id)
@@ -74,6 +78,8 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
         # Past its deadline, even if no controller pass has expired it yet.
         expire(request, now)
         request.refresh_from_db()
+    if _replayed(request, user, approve=approve, key=key):
+        return request
     if request.state != ApprovalState.PENDING:
         raise already_decided(request)  # before the input: a reason would not help
     if not approve and not text:
@@ -84,17 +90,35 @@ def decide(user: Any, request_id: int, *, approve: bool, comment: str = "") -> A
         raise PolicyInvalid.single(
             field, "max-length", f"at most {MAX_COMMENT} characters (got {len(text)})"
         )
-    if write_decision(request, user, approve=approve, text=text, now=now):
+    if write_decision(request, user, approve=approve, text=text, now=now, key=key):
         return request
     current = ApprovalRequest.objects.select_related("decided_by").get(pk=request.pk)
+    if _replayed(current, user, approve=approve, key=key):  # the same POST, just before
+        return current
     if current.state == ApprovalState.PENDING:  # still pending: it was the deadline
         expire(current, max(timezone.now(), current.expires_at))
         current.refresh_from_db()
     raise already_decided(current)
 
 
+def _replayed(request: ApprovalRequest, user: Any, *, approve: bool, key: str) -> bool:
+    """Whether this decision is one already written: same key, user and verdict."""
+    verdict = ApprovalState.APPROVED if approve else ApprovalState.REJECTED
+    return bool(key) and (
+        request.decision_key == key
+        and request.state == verdict
+        and request.decided_by_id == getattr(user, "pk", None)
+    )
+
+
 def write_decision(
-    request: ApprovalRequest, user: Any, *, approve: bool, text: str, now: datetime
+    request: ApprovalRequest,
+    user: Any,
+    *,
+    approve: bool,
+    text: str,
+    now: datetime,
+    key: str = "",
 ) -> bool:
     """Write the decision if the request is still pending and before its
     deadline by the database's clock, whatever ``now`` (the app's clock) says:
@@ -104,7 +128,7 @@ def write_decision(
     with transaction.atomic():
         changed = ApprovalRequest.objects.filter(
             pk=request.pk, state=ApprovalState.PENDING, expires_at__gt=Now()
-        ).update(state=state, decided_by=user, decided_at=now, comment=text)
+        ).update(state=state, decided_by=user, decided_at=now, comment=text, decision_key=key)
         if changed:
             request.refresh_from_db()
             record(

@@ -97,6 +97,9 @@ class ApprovalRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     # The approver's comment, or the reason for a rejection (required then).
     comment = models.TextField(blank=True)
+    # The client's Idempotency-Key of the decision: the same POST again (an
+    # answer lost on the way) is answered as the first, not as a conflict.
+    decision_key = models.CharField(max_length=64, blank=True)
     # When the approvers were told (None: still to tell; the pass re-drives it).
     notified_at = models.DateTimeField(null=True, blank=True)
     # When the decision was seen on the Workload (None: still to write).
