@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -82,6 +83,7 @@ def _create(
     *,
     attempt: int,
     reapproval_of: ApprovalRequest | None = None,
+    rejected_by: ApprovalRequest | None = None,
     engine: _EngineView | None = None,
 ) -> ApprovalRequest | None:
     """The next request for ``workload``; None if another controller made it."""
@@ -117,6 +119,8 @@ def _create(
             "comment": f"back within the {minutes}-minute grace window after its eviction; "
             f"approval #{reapproval_of.pk} stands",
         }
+    elif rejected_by is not None:
+        fields |= _carried_rejection(rejected_by, now)
     else:
         fields["impact"] = impact_preview(
             workload, now, engine.state(now) if engine is not None else None
@@ -126,6 +130,11 @@ def _create(
             request = ApprovalRequest.objects.create(**fields)
             if reapproval_of is not None:
                 record(request, ApprovalAction.REAPPROVED, message=fields["comment"], at=now)
+            elif rejected_by is not None:
+                actor = rejected_by.decided_by
+                record(
+                    request, ApprovalAction.REJECTED, actor=actor, message=fields["comment"], at=now
+                )
             else:
                 record(
                     request,
@@ -139,6 +148,31 @@ def _create(
     return request
 
 
+def _carried_rejection(rejected: ApprovalRequest, now: datetime) -> dict[str, Any]:
+    """A person's rejection that never reached the Workload (its reservation
+    ended first) stands for the next one: they said no to this job, and an
+    approver asked again might say yes to what they refused."""
+    who = rejected.decided_by.get_username() if rejected.decided_by else "an approver"
+    return {
+        "state": ApprovalState.REJECTED,
+        "decided_at": now,
+        "decided_by": rejected.decided_by,
+        "impact": rejected.impact,
+        "comment": f"{rejected.comment} (rejection #{rejected.pk} by {who}, made for the "
+        "reservation before, which ended before it was written, stands)",
+    }
+
+
+def _unwritten_rejection(request: ApprovalRequest) -> bool:
+    """A person's rejection not written to the reservation it answered: the
+    caller has seen the workload hold another one, so it never will be."""
+    return (
+        request.state == ApprovalState.REJECTED
+        and request.decided_by_id is not None
+        and not request.written
+    )
+
+
 def _evicted_at(workload: WorkloadRecord, since: datetime | None) -> datetime | None:
     """When the workload last lost its quota after ``since`` (sync's event)."""
     events = WorkloadEvent.objects.filter(
@@ -150,7 +184,8 @@ def _evicted_at(workload: WorkloadRecord, since: datetime | None) -> datetime | 
 
 
 def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalRequest]]:
-    """(new pending requests to notify about, re-approved ones to apply).
+    """(new pending requests to notify about, re-decided ones to apply: an
+    approval back within its grace window, a rejection that was never written).
 
     One request per reservation: a reservation a request already answers (or
     is still answering) raises nothing, whatever the mirror says of the check
@@ -169,6 +204,11 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
                 raised.append(created)
             continue
         if latest.state == ApprovalState.PENDING or latest.reserved_at == workload.reserved_at:
+            continue
+        if _unwritten_rejection(latest):
+            carried = _create(workload, now, attempt=latest.attempt + 1, rejected_by=latest)
+            if carried:
+                reapproved.append(carried)  # decided by the controller: to write
             continue
         if latest.state == ApprovalState.APPROVED and workload.reserved_at is not None:
             evicted = _evicted_at(workload, latest.reserved_at) or latest.decided_at

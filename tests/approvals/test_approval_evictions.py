@@ -78,6 +78,31 @@ def test_within_the_grace_window_an_unwritten_approval_carries_over(
     assert state(job_id) == JobState.RUNNING
 
 
+def test_an_unwritten_rejection_stands_for_the_next_reservation(
+    org: Org, people: dict[str, Any], settings: Any
+) -> None:
+    """A rejection accepted just after the reservation it answered ended is
+    not lost: the next reservation is rejected by it, and nobody is asked to
+    approve what an approver refused."""
+    settings.BERTH_APPROVAL_GRACE = 15 * 60
+    cluster = Cluster()
+    t0 = time.time()
+    job_id, request = raise_request(cluster, org, t0)
+    decide(people["carol"], request.pk, approve=False, comment="not a release blocker")
+    _evict_and_return(cluster, job_id, t0 + 2)  # the rejection's write is lost
+    result = drive_approvals(cluster.backend)
+    assert result["raised"] == 0  # nobody is asked again
+    request.refresh_from_db()
+    assert request.written is False
+    again = ApprovalRequest.objects.get(job_id=job_id, attempt=2)
+    assert again.state == ApprovalState.REJECTED and again.decided_by == people["carol"]
+    assert "not a release blocker" in again.comment and f"#{request.pk}" in again.comment
+    again.refresh_from_db()
+    assert again.written is True
+    check = workload_check(cluster, job_id)
+    assert check is not None and check["state"] == "Rejected"
+
+
 def test_a_workload_evicted_before_anyone_decides_is_asked_again(
     org: Org, people: dict[str, Any]
 ) -> None:
