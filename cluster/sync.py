@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -416,6 +417,29 @@ def apply_watch_event(event: WatchEvent, teams: Mapping[str, int] | None = None)
         )
 
 
+# What the apps above follow on a Workload's change (jobs: their request's
+# state), called by the watch so a job's state follows within a second or so,
+# not at the next periodic sync. Each gets the (namespace, kind, name) of the
+# jobs whose Workloads changed.
+JobKey = tuple[str, str, str]
+WatchFollower = Callable[[ClusterBackend, set[JobKey]], object]
+_watch_followers: list[WatchFollower] = []
+FOLLOW_EVERY = 0.5  # seconds: a burst of events is followed in batches
+
+
+def register_watch_follower(follower: WatchFollower) -> None:
+    if follower not in _watch_followers:
+        _watch_followers.append(follower)
+
+
+def _follow(backend: ClusterBackend, changed: set[JobKey]) -> None:
+    for follower in _watch_followers:
+        try:
+            follower(backend, changed)
+        except Exception:  # the periodic sync catches up; the watch goes on
+            log.exception("following %d changed workload(s) failed", len(changed))
+
+
 def watch_workloads(
     backend: ClusterBackend, *, timeout_seconds: int = 60, rounds: int | None = None
 ) -> int:
@@ -428,6 +452,8 @@ def watch_workloads(
     version = cursor.resource_version if cursor and cursor.resource_version else ""
     if not version:
         version = sync_workloads(backend)
+    changed: set[JobKey] = set()
+    followed = 0.0
     while rounds is None or done < rounds:
         done += 1
         try:
@@ -436,7 +462,25 @@ def watch_workloads(
                 apply_watch_event(event, teams)
                 applied += event.type != "BOOKMARK"
                 version = event.resource_version or version
+                changed |= _job_keys(event)
+                if changed and time.monotonic() - followed >= FOLLOW_EVERY:
+                    _follow(backend, changed)
+                    changed, followed = set(), time.monotonic()
         except WatchExpired:
             log.info("workload watch expired at %s; relisting", version)
             version = sync_workloads(backend)
+        if changed:
+            _follow(backend, changed)
+            changed, followed = set(), time.monotonic()
     return applied
+
+
+def _job_keys(event: WatchEvent) -> set[JobKey]:
+    """The job (namespace, kind, name) a Workload event is about, if any."""
+    if event.type == "BOOKMARK":
+        return set()
+    metadata = event.object.get("metadata", {})
+    owners = [o for o in metadata.get("ownerReferences") or [] if o.get("controller", True)]
+    if not owners:
+        return set()
+    return {(metadata.get("namespace", ""), owners[0].get("kind", ""), owners[0].get("name", ""))}

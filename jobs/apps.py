@@ -15,8 +15,10 @@ class JobsConfig(AppConfig):
         # cluster app, below this one, learns of jobs without importing it.
         from cluster import declared
         from cluster.models import SyncStepName
+        from cluster.sync import register_watch_follower
         from cluster.sync_steps import register_step
         from jobs import follow, selectors, tasks  # noqa: F401
 
         declared.register(selectors.declared_runtimes)
         register_step(SyncStepName.JOBS, follow.sync_step)
+        register_watch_follower(follow.follow_changed)

@@ -166,8 +166,20 @@ def _job_objects(
     return found, unseen
 
 
-def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
-    """Bring every live job request up to date; returns how many changed.
+def follow_changed(backend: ClusterBackend, changed: set[tuple[str, str, str]]) -> int:
+    """The watch's follower: the jobs (namespace, kind, name) whose Workloads
+    just changed, brought up to date now rather than at the next sync."""
+    return follow_jobs(backend, only=changed)
+
+
+def follow_jobs(
+    backend: ClusterBackend,
+    now: datetime | None = None,
+    *,
+    only: set[tuple[str, str, str]] | None = None,
+) -> int:
+    """Bring every live job request (or ``only`` those, by namespace, kind and
+    name) up to date; returns how many changed.
 
     A kind the cluster would not list (a 403, a timeout) is not the same as
     gone: its jobs follow their Workloads only, keep ``running`` without their
@@ -180,6 +192,8 @@ def follow_jobs(backend: ClusterBackend, now: datetime | None = None) -> int:
             state__in=[JobState.SUBMITTED, JobState.CANCELLING]
         )
     )
+    if only is not None:
+        live = [job for job in live if (job.namespace, job.kind, job.name) in only]
     if not live:
         return 0
     objects, unseen = _job_objects(backend)
