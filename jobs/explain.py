@@ -13,6 +13,8 @@ from cluster.forecast import (
     pod_sets_of,
 )
 from jobs.models import JobRequest, JobState
+from queues.access import other_teams_masked
+from queues.models import TeamNamespace
 
 WAITING = {JobState.SUBMITTED, JobState.QUEUED, JobState.QUOTA_RESERVED, JobState.PREEMPTED}
 
@@ -54,3 +56,10 @@ def explain_job(job: JobRequest) -> dict[str, Any]:
         )
     answer.update(forecast.as_dict())
     return answer
+
+
+def explain_for(user: Any, job: JobRequest) -> dict[str, Any]:
+    """``explain_job`` as ``user`` may read it: the workloads it names that
+    belong to another team read as that team's (queues.access)."""
+    namespaces = TeamNamespace.objects.values_list("name", flat=True)
+    return dict(other_teams_masked(user, explain_job(job), namespaces))

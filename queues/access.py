@@ -18,6 +18,7 @@ it in the access log (``accounts.services.record_access_denial``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,6 +38,7 @@ __all__ = [
     "is_platform_admin",
     "may_change_policy",
     "may_see_team",
+    "other_teams_masked",
     "refuse",
     "team_ids_of",
     "visible_team_ids",
@@ -96,6 +98,37 @@ def workload_views(user: Any, namespaces: Iterable[str]) -> dict[str, WorkloadVi
         team_id, slug = owners.get(name, (None, ""))
         views[name] = WorkloadView(full=visible is None or team_id in visible, team=slug)
     return views
+
+
+def other_teams_masked(user: Any, answer: Any, namespaces: Iterable[str]) -> Any:
+    """``answer`` (JSON-like) with every ``namespace/name`` of a workload in
+    one of ``namespaces`` the user may not see in full replaced by "a workload
+    of team X": an explanation names what holds the quota or stands ahead,
+    and another team's work reads as it does on the queue pages."""
+    views = workload_views(user, namespaces)
+    hidden = {name: view for name, view in views.items() if not view.full}
+    if not hidden:
+        return answer
+    pattern = re.compile(
+        r"\b("
+        + "|".join(re.escape(name) for name in sorted(hidden))
+        + r")/[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+    )
+
+    def masked(match: re.Match[str]) -> str:
+        team = hidden[match.group(1)].team
+        return f"a workload of team {team}" if team else "another team's workload"
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(masked, value)
+        if isinstance(value, dict):
+            return {key: walk(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        return value
+
+    return walk(answer)
 
 
 M = TypeVar("M", bound=Model)

@@ -12,7 +12,7 @@ from cluster.models import LIVE_STATES
 from frontend import charts
 from frontend.views.common import page, paginate, query_without
 from jobs import selectors
-from jobs.explain import WAITING, explain_job
+from jobs.explain import WAITING, explain_for
 from jobs.filters import JobFilter
 from jobs.models import JobKind, JobRequest, JobState
 from queues.access import refuse
@@ -69,7 +69,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job,
         "events": events,
         "timeline": charts.job_timeline(events, timezone.now()),
-        "explanation": explain_job(job) if job.state in WAITING else None,
+        "explanation": explain_for(request.user, job) if job.state in WAITING else None,
         # The latest approval request, for a job in a queue that needs one.
         "approval": job.approvals.select_related("decided_by")
         .order_by("-created_at", "-id")

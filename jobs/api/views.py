@@ -23,7 +23,7 @@ from jobs.api.serializers import (
     JobSerializer,
     JobSubmitSerializer,
 )
-from jobs.explain import explain_job
+from jobs.explain import explain_for
 from jobs.filters import JobFilter
 from jobs.models import JobRequest
 
@@ -105,7 +105,7 @@ class JobViewSet(
     @action(detail=True, methods=["get"])
     def explain(self, request: Request, pk: str | None = None) -> Response:
         """Why the job is pending, what is short, and the smallest change that helps."""
-        return Response(explain_job(self.get_object()))
+        return Response(explain_for(request.user, self.get_object()))
 
     @extend_schema(responses={200: JobEventSerializer(many=True)})
     @action(detail=True, methods=["get"], pagination_class=None)  # the whole timeline
