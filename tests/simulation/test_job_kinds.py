@@ -21,7 +21,7 @@ from queues.simulation.job_kinds import KINDS, PodSetTemplate, kind_of
 from queues.simulation.kueue import SimulatedKueue
 from tests.jobs.crds import schema_errors, strict
 from tests.kueue.crds import schema as kueue_schema
-from tests.simulation.kueue_support import SPEEDUP, conditions, gpu_usage, kueue_objects
+from tests.simulation.kueue_support import SPEEDUP, conditions, gpu_usage
 
 POD_SETS = {
     "Job": [("main", 2)],
@@ -73,14 +73,6 @@ def suspended(job: dict[str, Any]) -> bool:
     kind = kind_of(job)
     assert kind is not None
     return kind.suspended(job)
-
-
-@pytest.fixture
-def backend(db: Any) -> SimulatedBackend:
-    backend = SimulatedBackend()
-    for obj in kueue_objects():
-        backend.create(obj)
-    return backend
 
 
 def submit(backend: SimulatedBackend, objects: list[dict[str, Any]]) -> None:
