@@ -15,7 +15,7 @@ or an address) or by deleting the attempt in the admin's "Access attempts".
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from axes.signals import user_locked_out
@@ -63,6 +63,17 @@ def log_lockout(
     )
 
 
+def _refusals_since(address: str, since: datetime, limit: int) -> list[datetime]:
+    """When the address's refused tokens after ``since`` were, newest first (at most ``limit``)."""
+    return list(
+        AccessDenial.objects.filter(
+            remote_addr=address, reason=AccessDenial.Reason.BAD_CREDENTIALS, at__gt=since
+        )
+        .order_by("-at")
+        .values_list("at", flat=True)[:limit]
+    )
+
+
 def refuse_locked_out_address(request: HttpRequest) -> None:
     """Raise 429 (with Retry-After) when the request's address gave
     ``BERTH_TOKEN_FAILURE_LIMIT`` refused tokens within the window, counted
@@ -72,19 +83,20 @@ def refuse_locked_out_address(request: HttpRequest) -> None:
         return
     now = timezone.now()
     since = now - timedelta(minutes=settings.BERTH_TOKEN_LOCKOUT_MINUTES)
-    released = (
-        LockoutRelease.objects.filter(remote_addr=address, at__gt=since)
-        .order_by("-at")
-        .values_list("at", flat=True)
-        .first()
-    )
-    failures = AccessDenial.objects.filter(
-        remote_addr=address,
-        reason=AccessDenial.Reason.BAD_CREDENTIALS,
-        at__gt=released or since,
-    ).order_by("-at")
-    recent = list(failures.values_list("at", flat=True)[: settings.BERTH_TOKEN_FAILURE_LIMIT])
-    if len(recent) < settings.BERTH_TOKEN_FAILURE_LIMIT:
+    limit = settings.BERTH_TOKEN_FAILURE_LIMIT
+    # Every token request passes here: one indexed query while below the limit;
+    # an admin's release is looked up only for an address that reached it.
+    recent = _refusals_since(address, since, limit)
+    if len(recent) >= limit:
+        released = (
+            LockoutRelease.objects.filter(remote_addr=address, at__gt=since)
+            .order_by("-at")
+            .values_list("at", flat=True)
+            .first()
+        )
+        if released is not None:
+            recent = _refusals_since(address, released, limit)
+    if len(recent) < limit:
         return
     # Locked until the oldest counted failure leaves the window.
     wait = max(1, int((recent[-1] - since).total_seconds()) + 1)
