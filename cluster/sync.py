@@ -479,8 +479,7 @@ def _job_keys(event: WatchEvent) -> set[JobKey]:
     """The job (namespace, kind, name) a Workload event is about, if any."""
     if event.type == "BOOKMARK":
         return set()
-    metadata = event.object.get("metadata", {})
-    owners = [o for o in metadata.get("ownerReferences") or [] if o.get("controller", True)]
-    if not owners:
+    kind, name = _owner(event.object)  # as the record stores it, which follow_jobs matches
+    if not name:
         return set()
-    return {(metadata.get("namespace", ""), owners[0].get("kind", ""), owners[0].get("name", ""))}
+    return {(event.object.get("metadata", {}).get("namespace", ""), kind, name)}

@@ -11,7 +11,6 @@ part of the request held it. JSON bodies are checked by the API's parser
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import unquote
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
@@ -25,7 +24,7 @@ def _shown(name: str) -> str:
 
 def _where_nul(request: HttpRequest) -> tuple[str, str] | None:
     """The field holding a NUL and how to name it to a person; None if none does."""
-    if NUL in request.path or NUL in unquote(request.META.get("PATH_INFO", "")):
+    if NUL in request.path:  # already percent-decoded: %00 is a NUL here
         return "path", "path"
     sources = [("query parameter", request.GET)]
     # Under /api/ a form body is refused by the API itself (415, JSON only);

@@ -98,25 +98,16 @@ class ContentNegotiation(DefaultContentNegotiation):
         asked = request.query_params.getlist(self.settings.URL_FORMAT_OVERRIDE)
         known = sorted({renderer.format for renderer in renderers})
         if format_suffix is None and asked and (len(asked) > 1 or asked[0] not in known):
-            shown = asked[0] if len(asked) == 1 else asked
-            raise exceptions.ValidationError(
-                {
-                    "format": [
-                        f"{shown!r} is not a format of this endpoint: use one of {', '.join(known)}"
-                    ]
-                }
-            )
+            raise _unknown_format(asked[0] if len(asked) == 1 else asked, known)
         try:
             return super().select_renderer(request, renderers, format_suffix)
         except Http404:
-            raise exceptions.ValidationError(
-                {
-                    "format": [
-                        f"{format_suffix!r} is not a format of this endpoint: use one of "
-                        f"{', '.join(known)}"
-                    ]
-                }
-            ) from None
+            raise _unknown_format(format_suffix, known) from None
+
+
+def _unknown_format(asked: Any, known: list[str]) -> exceptions.ValidationError:
+    message = f"{asked!r} is not a format of this endpoint: use one of {', '.join(known)}"
+    return exceptions.ValidationError({"format": [message]})
 
 
 class Pagination(PageNumberPagination):

@@ -143,6 +143,12 @@ def read_flavors(reader: Reader, raw: Any) -> dict[str, ResourceFlavor]:
     return flavors
 
 
+def read_fair_sharing_weight(reader: Reader, path: str, spec: Mapping[str, Any]) -> float:
+    """A cohort's or a cluster queue's ``fairSharing.weight``."""
+    fair = reader.mapping(f"{path}.fairSharing", spec.get("fairSharing"), ("weight",))
+    return reader.weight(f"{path}.fairSharing.weight", fair.get("weight"))
+
+
 def read_cohorts(reader: Reader, raw: Any) -> dict[str, Cohort]:
     cohorts: dict[str, Cohort] = {}
     for i, entry in enumerate(reader.items("cohorts", raw)):
@@ -153,7 +159,6 @@ def read_cohorts(reader: Reader, raw: Any) -> dict[str, Cohort]:
         parent = spec.get("parentName")
         if parent is not None:
             reader.name(f"{path}.parentName", parent)
-        fair = reader.mapping(f"{path}.fairSharing", spec.get("fairSharing"), ("weight",))
         if name in cohorts:
             reader.error(f"{path}.name", "duplicate", f"cohort {name!r} is defined twice")
         cohorts[name] = Cohort(
@@ -166,7 +171,7 @@ def read_cohorts(reader: Reader, raw: Any) -> dict[str, Cohort]:
                 has_parent=parent is not None,
                 owner="cohort",
             ),
-            fair_sharing_weight=reader.weight(f"{path}.fairSharing.weight", fair.get("weight")),
+            fair_sharing_weight=read_fair_sharing_weight(reader, path, spec),
         )
     return cohorts
 
@@ -213,12 +218,7 @@ def read_cluster_queues(reader: Reader, raw: Any) -> dict[str, ClusterQueue]:
                 path, spec, "queueingStrategy", QueueingStrategy, QueueingStrategy.BEST_EFFORT_FIFO
             ),
             preemption=read_preemption(reader, f"{path}.preemption", spec.get("preemption")),
-            fair_sharing_weight=reader.weight(
-                f"{path}.fairSharing.weight",
-                reader.mapping(f"{path}.fairSharing", spec.get("fairSharing"), ("weight",)).get(
-                    "weight"
-                ),
-            ),
+            fair_sharing_weight=read_fair_sharing_weight(reader, path, spec),
             flavor_fungibility=read_fungibility(
                 reader, f"{path}.flavorFungibility", spec.get("flavorFungibility")
             ),
