@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test check pytest install migrate seed worker beat fmt clean compose-config
+.PHONY: run test check pytest install migrate seed worker beat fmt clean compose-config mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Berth needs Python 3.11 or newer; found " + sys.version.split()[0])'
@@ -53,6 +53,11 @@ pytest: $(STAMP)
 	@echo "==> pytest (PostgreSQL: $${DATABASE_URL:-unset}, Redis: $${REDIS_URL:-unset})"
 	@$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+## make mutation [TARGETS="plan preemption"]: mutmut over the decision, preemption, plan and
+## submission rules (docs/mutation.md); slow, so not part of `make test`
+mutation: $(STAMP)
+	@$(PY) scripts/test_services.py -- $(PY) scripts/mutation.py $(TARGETS)
+
 worker: $(STAMP)
 	@$(VENV)/bin/celery -A controlplane worker --loglevel=info --pool=solo
 
@@ -64,4 +69,4 @@ fmt: $(STAMP)
 	@$(VENV)/bin/ruff format .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache mutants

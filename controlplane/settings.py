@@ -96,6 +96,10 @@ BERTH_RECONCILE_INTERVAL = env.number("BERTH_RECONCILE_INTERVAL", 60, minimum=5)
 BERTH_RECONCILE_RETRY_BASE = float(env.number("BERTH_RECONCILE_RETRY_MS", 500, minimum=1)) / 1000
 # Seconds between workload list syncs and queue/capacity snapshots.
 BERTH_SYNC_INTERVAL = env.number("BERTH_SYNC_INTERVAL", 30, minimum=5)
+# Seconds the dashboard's cluster-wide figures (capacity, waits, queue rows, all
+# from the sync's snapshots) are built once and shown to every viewer; 0 builds
+# them for each page view.
+BERTH_SHARED_FIGURES_SECONDS = env.number("BERTH_SHARED_FIGURES_SECONDS", 5, minimum=0)
 # GPUs a node of a flavor is taken to have until sync has seen that flavor's nodes.
 BERTH_NODE_GPUS = env.number("BERTH_NODE_GPUS", 8, minimum=1)
 # Checkpoint interval assumed for jobs that checkpoint but do not say how often.

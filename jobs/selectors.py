@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 
 from cluster.models import WorkloadRecord, WorkloadState
+from jobs.answer_cache import cached_answer
 from jobs.models import JobRequest
 from queues.access import visible_to
 
@@ -50,10 +51,15 @@ def declared_runtimes(workloads: QuerySet[WorkloadRecord]) -> dict[int, int]:
 
 def job_counts(team_ids: Iterable[int] | None = None) -> dict[str, int]:
     """Job requests by state (of these teams only, if given)."""
-    jobs = JobRequest.objects.all()
-    if team_ids is not None:
-        jobs = jobs.filter(team_id__in=list(team_ids))
-    return dict(jobs.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    teams = None if team_ids is None else list(team_ids)
+
+    def count() -> dict[str, int]:
+        jobs = JobRequest.objects.all()
+        if teams is not None:
+            jobs = jobs.filter(team_id__in=teams)
+        return dict(jobs.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+
+    return cached_answer("counts", teams, "", count)
 
 
 def jobs_for(user: Any) -> QuerySet[JobRequest]:

@@ -56,6 +56,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
 
 
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    """Each test starts on a fresh database, so with none of the figures the
+    web process kept from the test before (``frontend.shared_figures``)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture
 def queue_class_templates(db: Any) -> None:
     """The queue classes the data migration makes. A transactional test's flush

@@ -15,6 +15,7 @@ from cluster import stats
 from cluster.models import SyncStepName
 from cluster.sync_steps import health
 from frontend import charts
+from frontend.shared_figures import shared_figures, sync_and_reconcile_marks
 from frontend.views.approvals import summary_for
 from frontend.views.common import page
 from jobs.models import JobState
@@ -81,17 +82,16 @@ def _sync_health(now: datetime) -> dict[str, object]:
     }
 
 
-@login_required
-def overview(request: HttpRequest) -> HttpResponse:
+def _cluster_figures() -> dict[str, object]:
+    """Everything on the overview that every viewer sees alike."""
     now = timezone.now()
     capacity = stats.capacity_now()
     worst = stats.worst_waits(now - timedelta(days=1))
-    jobs = job_counts(visible_team_ids(request.user))
     measured_by = stats.utilisation_source()
     # The simulated cluster's utilisation is made up, and says so in the legend.
     utilisation_source = "simulated" if measured_by == "simulated" else ""
-    context = {
-        "figures": {
+    return {
+        "cluster": {
             "gpus": sum(int(row["capacity"]) for row in capacity),
             "allocated": sum(int(row["allocated"]) for row in capacity),
             "utilised": round(sum(float(row["utilised"] or 0) for row in capacity), 1)
@@ -99,11 +99,6 @@ def overview(request: HttpRequest) -> HttpResponse:
             else None,
             "pending": stats.pending_total(),
             "admitted": stats.admitted_total(),
-            "running": jobs.get(JobState.RUNNING, 0),
-            "waiting_jobs": sum(
-                jobs.get(s, 0)
-                for s in (JobState.QUEUED, JobState.QUOTA_RESERVED, JobState.PREEMPTED)
-            ),
         },
         "capacity_now": charts.capacity_now(capacity, utilisation_source=utilisation_source),
         "measured_by": measured_by,
@@ -120,6 +115,21 @@ def overview(request: HttpRequest) -> HttpResponse:
         "reconcile": _reconcile_status(),
         "sync": _sync_health(now),
         "cluster_backend": settings.BERTH_CLUSTER,
+    }
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    shared = shared_figures("overview", sync_and_reconcile_marks(), _cluster_figures)
+    jobs = job_counts(visible_team_ids(request.user))
+    waiting = (JobState.QUEUED, JobState.QUOTA_RESERVED, JobState.PREEMPTED)
+    context = {
+        **shared,
+        "figures": {
+            **shared["cluster"],  # type: ignore[dict-item]
+            "running": jobs.get(JobState.RUNNING, 0),
+            "waiting_jobs": sum(jobs.get(s, 0) for s in waiting),
+        },
         "approvals": summary_for(request),
     }
     return page(request, "frontend/overview.html", context, nav="overview", charts=True)

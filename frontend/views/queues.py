@@ -14,6 +14,7 @@ from django.utils import timezone
 from cluster import stats
 from cluster.models import EventType, PendingForecast, WorkloadEvent
 from frontend import charts
+from frontend.shared_figures import shared_figures, sync_and_reconcile_marks
 from frontend.views.common import page, paginate, query_without, sorted_rows
 from jobs import selectors as job_selectors
 from queues.access import WorkloadView, workload_views
@@ -43,7 +44,14 @@ PENDING_ALL = 1000
 
 @login_required
 def queue_list(request: HttpRequest) -> HttpResponse:
-    rows, sort = sorted_rows(request, stats.queue_rows(), SORT_KEYS, "name")
+    rows, sort = sorted_rows(
+        request,
+        shared_figures(
+            "queue-rows", (*sync_and_reconcile_marks(), policy_version()), stats.queue_rows
+        ),
+        SORT_KEYS,
+        "name",
+    )
     return page(
         request,
         "frontend/queues.html",

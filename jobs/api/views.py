@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from accounts.api.hidden_objects import HiddenObjectsLogged
 from accounts.api.strict_query import flag
 from jobs import selectors, services
+from jobs.answer_cache import cached_answer
 from jobs.api.serializers import (
     JobEventSerializer,
     JobListSerializer,
@@ -26,6 +27,7 @@ from jobs.api.serializers import (
 from jobs.explain import explain_for
 from jobs.filters import JobFilter
 from jobs.models import JobRequest
+from queues.access import visible_team_ids
 
 DRY_RUN = OpenApiParameter(
     "dry_run",
@@ -69,6 +71,16 @@ class JobViewSet(
             jobs = jobs.select_related(None).select_related("team", "submitted_by")
             jobs = jobs.defer(*LIST_DEFERRED)
         return jobs
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The page, built once per change of the viewer's teams' jobs (every
+        reader of the same teams and URL shares it; see ``jobs.answer_cache``)."""
+
+        def build() -> Any:
+            return super(JobViewSet, self).list(request, *args, **kwargs).data
+
+        teams = visible_team_ids(request.user)
+        return Response(cached_answer("list", teams, request.build_absolute_uri(), build))
 
     def get_serializer_class(self) -> Any:
         if self.action == "create":

@@ -2,5 +2,6 @@
 them is the cluster app's (``cluster.models``)."""
 
 from jobs.models.requests import TERMINAL_STATES, JobKind, JobRequest, JobState
+from jobs.models.versions import TeamJobsVersion
 
-__all__ = ["TERMINAL_STATES", "JobKind", "JobRequest", "JobState"]
+__all__ = ["TERMINAL_STATES", "JobKind", "JobRequest", "JobState", "TeamJobsVersion"]
