@@ -30,7 +30,7 @@ from accounts.api.strict_query import StrictFilterSet, StrictQuerySerializer
 from accounts.models import AccessDenial
 from accounts.services import record_access_denial
 from approvals.access import NotAllowed, decidable_now, visible_to
-from approvals.decide import decide
+from approvals.decide import submit_decision
 from approvals.history import history_events, history_rows, write_csv
 from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalState
 from queues.api.conventions import Pagination
@@ -132,6 +132,23 @@ class ApprovalSerializer(serializers.ModelSerializer):
         return request.pk in decidable
 
 
+class DecisionPendingSerializer(ApprovalSerializer):
+    """A decision stored whose effect is still to come (202): the request, and
+    in ``pending`` what Berth still has to do and when. (The schema's shape of
+    that answer; the view adds ``pending`` to the request's own.)"""
+
+    pending = serializers.CharField(
+        read_only=True,
+        help_text="what is still pending: its write to the Workload could not be queued "
+        "(the approval controller's next pass writes it), or the reservation it answered "
+        "ended and a rejection stands for the next one",
+    )
+
+    class Meta(ApprovalSerializer.Meta):
+        fields = [*ApprovalSerializer.Meta.fields, "pending"]
+        read_only_fields = fields
+
+
 class ApproveSerializer(StrictSerializer):
     # Length and blankness are the service's rules (``decide``), so the API, the
     # CLI and the dashboard refuse them under the same field and rule names.
@@ -216,7 +233,17 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 REFUSED = OpenApiResponse(
     description="not allowed to decide it: `rule` is `not-an-approver` or `requester-cannot-decide`"
 )
-CONFLICT = OpenApiResponse(description="already decided (the detail names who decided and when)")
+CONFLICT = OpenApiResponse(
+    description="`already-decided` (the detail names who decided and when), or "
+    "`reservation-ended`: the quota reservation it asked about has ended and the decision "
+    "cannot stand for a next one (the detail says why and what Berth does next)"
+)
+PENDING = OpenApiResponse(
+    DecisionPendingSerializer,
+    description="decided and stored, but not taking effect yet: `pending` says what is "
+    "still to happen (its write could not be queued and the controller's next pass writes "
+    "it; or, for a rejection, the reservation it answered ended and it stands for the next)",
+)
 INVALID = OpenApiResponse(description="bad input (a rejection without a reason, a long comment)")
 
 
@@ -259,16 +286,28 @@ class ApprovalViewSet(
                 {IDEMPOTENCY_KEY.name: ["at most 64 printable characters, e.g. a UUID"]}
             )
         try:
-            decide(request.user, target.pk, approve=approve, comment=text, key=key)
+            decision = submit_decision(
+                request.user, target.pk, approve=approve, comment=text, key=key
+            )
         except NotAllowed as refused:
             return _refused(request, refused)
         decided = self.get_queryset().get(pk=target.pk)
-        return Response(ApprovalSerializer(decided, context={"request": request}).data)
+        body = ApprovalSerializer(decided, context={"request": request}).data
+        if decision.pending:
+            # Stored, but not (yet) taking effect as asked: 202, saying what is pending.
+            return Response({**body, "pending": decision.pending}, status=status.HTTP_202_ACCEPTED)
+        return Response(body)
 
     @extend_schema(
         request=ApproveSerializer,
         parameters=[IDEMPOTENCY_KEY],
-        responses={200: ApprovalSerializer, 400: INVALID, 403: REFUSED, 409: CONFLICT},
+        responses={
+            200: ApprovalSerializer,
+            202: PENDING,
+            400: INVALID,
+            403: REFUSED,
+            409: CONFLICT,
+        },
     )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str | None = None, **kwargs: Any) -> Response:
@@ -280,7 +319,13 @@ class ApprovalViewSet(
     @extend_schema(
         request=RejectSerializer,
         parameters=[IDEMPOTENCY_KEY],
-        responses={200: ApprovalSerializer, 400: INVALID, 403: REFUSED, 409: CONFLICT},
+        responses={
+            200: ApprovalSerializer,
+            202: PENDING,
+            400: INVALID,
+            403: REFUSED,
+            409: CONFLICT,
+        },
     )
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str | None = None, **kwargs: Any) -> Response:

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from approvals.audit import record
 from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
+from approvals.notify import notify_unwritten
 from approvals.status import (
     CHECK_NAME,
     active_condition,
@@ -69,6 +70,17 @@ def _mark_applied(
     return bool(changed)
 
 
+def _unwritten(request: ApprovalRequest, now: datetime, why: str, outcome: str) -> str:
+    """Close the delivery with nothing written. A decision superseded (the
+    reservation it answered ended first, while the workload lives on) is told
+    to the person who made it, once: by the pass that closed it. One whose
+    Workload is gone is moot, and nobody is told."""
+    superseded = outcome == "superseded"
+    if _mark_applied(request, now, f"superseded: {why}" if superseded else why) and superseded:
+        notify_unwritten(request, why)
+    return outcome
+
+
 def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | None = None) -> str:
     """Write request ``request_id``'s decision to its Workload. Returns what
     happened: ``applied``, ``already`` (the Workload shows it), ``gone`` (the
@@ -85,25 +97,22 @@ def apply_decision(backend: ClusterBackend, request_id: int, now: datetime | Non
     try:
         workload = backend.get(WORKLOAD, request.workload_name, request.namespace)
         if workload is None or workload["metadata"].get("uid") != request.workload_uid:
-            _mark_applied(request, now, "the Workload is gone; nothing to write")
-            return "gone"
+            return _unwritten(request, now, "the Workload is gone; nothing to write", "gone")
         held = reserved_at(workload)
         if held is None or held != request.reserved_at:
             # The reservation it answered ended before the write (an eviction):
             # Kueue asks again with the next one, and so does Berth.
-            _mark_applied(
+            return _unwritten(
                 request,
                 now,
-                "superseded: the workload lost the quota this decision was for before it "
-                "was written",
+                "the workload lost the quota this decision was for before it was written",
+                "superseded",
             )
-            return "superseded"
         entry = check_of(workload)
         if entry is None:
             # Kueue no longer asks (say, it moved to a queue without the check):
             # adding an entry nobody waits for would only litter its status.
-            _mark_applied(request, now, f"the Workload no longer carries {CHECK_NAME}")
-            return "gone"
+            return _unwritten(request, now, f"the Workload no longer carries {CHECK_NAME}", "gone")
         if entry.get("state") == state:
             _mark_applied(
                 request, now, f"the Workload already shows {CHECK_NAME} {state}", written=True

@@ -22,11 +22,11 @@ from approvals.decide import expire
 from approvals.impact import impact_preview
 from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
 from approvals.notify import notify_withdrawn
+from approvals.reservation import holds, why_withdrawn
 from approvals.status import CHECK_NAME
 from cluster.models import EventType, WorkloadEvent, WorkloadRecord, WorkloadState
 from cluster.state import ClusterState, cluster_state
 from jobs.models import JobRequest, JobState
-from queues.engine.preemption import REASON_TEXT, Reason
 from queues.models import ClusterQueue
 
 log = logging.getLogger(__name__)
@@ -228,63 +228,6 @@ def raise_requests(now: datetime) -> tuple[list[ApprovalRequest], list[ApprovalR
     return raised, reapproved
 
 
-def _preempted_by(workload: WorkloadRecord, since: datetime | None) -> str | None:
-    """Kueue's preemption that ended the reservation, said in words, if any."""
-    events = WorkloadEvent.objects.filter(workload=workload, type=EventType.PREEMPTED)
-    if since is not None:
-        events = events.filter(at__gte=since)
-    event = events.order_by("-at", "-id").first()
-    if event is None:
-        return None
-    try:
-        why = f" ({REASON_TEXT[Reason(event.reason)]})"
-    except ValueError:
-        why = f" ({event.reason})" if event.reason else ""
-    details = event.details or {}
-    preemptor = details.get("preemptor")
-    if not preemptor and details.get("preemptor_uid"):
-        # Sync names the preemptor only if it had recorded it already.
-        found = (
-            WorkloadRecord.objects.filter(uid=details["preemptor_uid"])
-            .values_list("namespace", "name")
-            .first()
-        )
-        preemptor = f"{found[0]}/{found[1]}" if found else None
-    room = f" to make room for {preemptor}" if preemptor else ""
-    return f"Kueue preempted it{room}{why}: it lost the quota reserved for it and queues again"
-
-
-def why_withdrawn(
-    request: ApprovalRequest, workload: WorkloadRecord | None, job: JobRequest | None
-) -> str:
-    """Why a pending request is done with, in words for the requester, the
-    approvers and the audit."""
-    if job is not None and job.state in (JobState.CANCELLING, JobState.CANCELLED):
-        by = job.message if job.message.startswith("cancelled by ") else "cancelled"
-        return f"its job {job.name} was {by}"
-    if workload is None:
-        return "its workload is gone"
-    state = workload.state
-    if state == WorkloadState.DELETED:
-        return "its workload was deleted from the cluster"
-    if state in (WorkloadState.FINISHED, WorkloadState.FAILED):
-        return f"its workload {'failed' if state == WorkloadState.FAILED else 'finished'}"
-    if state == WorkloadState.DEACTIVATED:
-        reason = f" ({workload.reason})" if workload.reason else ""
-        return f"its workload was deactivated{reason}"
-    if state == WorkloadState.ADMITTED:
-        return "its workload was admitted without this decision"
-    if state == WorkloadState.QUOTA_RESERVED:
-        return (
-            "it lost the quota reservation this request asked about and has a new one; "
-            "Berth asks about the new one"
-        )
-    if preempted := _preempted_by(workload, request.reserved_at):
-        return preempted
-    reason = f" ({workload.reason})" if workload.reason else ""
-    return f"Kueue evicted it{reason}: it lost the quota reserved for it and queues again"
-
-
 def withdraw_requests(now: datetime) -> int:
     """Pending requests whose workload lost the reservation they answer
     (evicted, finished, deleted, deactivated; it is asked again when Kueue
@@ -310,12 +253,7 @@ def withdraw_requests(now: datetime) -> int:
             JobState.CANCELLING,
             JobState.CANCELLED,
         )
-        # No record at all is no evidence it moved on (sync rows are never deleted).
-        holds = workload is None or (
-            workload.state == WorkloadState.QUOTA_RESERVED
-            and workload.reserved_at == request.reserved_at
-        )
-        if holds and not cancelled:
+        if holds(request, workload) and not cancelled:
             continue
         why = why_withdrawn(request, workload, request.job)
         try:

@@ -7,7 +7,9 @@ The audit claims only who was reached: approvers with an e-mail address the
 mail went to, and the webhook (named by its host: the path of a Slack webhook
 URL is its secret). Approvers without an address are named as not reached.
 When a request is withdrawn, the requester and everyone the request reached
-are told, on the same channels."""
+are told, on the same channels. When a person's decision is closed without
+reaching the Workload (the reservation it answered ended first), that person
+is told, and what happens next."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from django.core.mail import send_mail
 
 from approvals.access import approvers_for
 from approvals.audit import record
-from approvals.models import ApprovalAction, ApprovalRequest
+from approvals.models import ApprovalAction, ApprovalRequest, ApprovalState
 
 log = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT = 5.0
@@ -311,6 +313,83 @@ def notify_withdrawn(request: ApprovalRequest) -> dict[str, Any]:
     elif not failures:
         who = f"{_unreached(unreached)}; " if unreached else ""
         failures.append(f"nobody was told of the withdrawal: {who}nobody else had been told")
+    if failures:
+        log.warning("approval #%s: %s", request.pk, "; ".join(failures))
+        record(request, ApprovalAction.NOTIFY_FAILED, message="; ".join(failures), details=sent)
+    return sent
+
+
+# ------------------------------------------------------------------ unwritten
+
+
+def _unwritten_next(request: ApprovalRequest) -> str:
+    """What becomes of a superseded decision, for the person who made it."""
+    if request.state != ApprovalState.APPROVED:
+        return (
+            "Your rejection stands for the workload's next reservation: if Kueue reserves "
+            "quota for it again, Berth rejects that one with your reason."
+        )
+    minutes = settings.BERTH_APPROVAL_GRACE // 60
+    if minutes:
+        return (
+            f"If Kueue reserves quota for it again within {minutes} minutes of losing it, "
+            "your approval stands (Berth re-approves it); after that, Berth asks the "
+            "approvers again."
+        )
+    return "When Kueue reserves quota for it again, Berth asks the approvers again."
+
+
+def notify_unwritten(request: ApprovalRequest, why: str) -> dict[str, Any]:
+    """Tell the person who decided ``request`` that their decision was closed
+    without reaching the Workload, because the reservation it answered ended
+    first (``why``), and what happens next: e-mail to them, and the webhook
+    when the request was posted there.
+    Audited like the request's notification (``details.about`` is
+    ``unwritten``); a failure is audited and never fatal. Nothing is sent for
+    a decision nobody made (an expiry)."""
+    decider = request.decided_by
+    if decider is None:
+        return {}
+    verb = "approval" if request.state == ApprovalState.APPROVED else "rejection"
+    _, webhook = _told_of(request)
+    text = (
+        f"Your {verb} of approval #{request.pk} ({request.workload_key}, {request.gpus} GPUs "
+        f"in ClusterQueue {request.cluster_queue}) was not written to the Workload: {why}."
+    )
+    then = _unwritten_next(request)
+    sent: dict[str, Any] = {"about": "unwritten", "email": [], "emailed": []}
+    people = {decider.get_username(): decider.email} if decider.email else {}
+    failures = _deliver(
+        sent,
+        subject=f"Approval #{request.pk}: your {verb} was not written ({request.workload_key})",
+        body="\n".join([text, "", then, request_url(request)]),
+        people=people,
+        payload=(
+            (
+                lambda: {
+                    "text": f"{text} {then}",
+                    "berth": {
+                        "approval_id": request.pk,
+                        "state": request.state,
+                        "workload": request.workload_key,
+                        "written": False,
+                        "reason": why,
+                        "url": request_url(request),
+                    },
+                }
+            )
+            if webhook
+            else None
+        ),
+        prefix="unwritten-decision ",
+    )
+    reached = _reached(sent)
+    if reached:
+        record(request, ApprovalAction.NOTIFIED, message=f"not written: {reached}", details=sent)
+    elif not failures:
+        failures.append(
+            f"nobody was told the decision was not written: {_unreached([decider.get_username()])}"
+        )
     if failures:
         log.warning("approval #%s: %s", request.pk, "; ".join(failures))
         record(request, ApprovalAction.NOTIFY_FAILED, message="; ".join(failures), details=sent)
