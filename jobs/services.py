@@ -112,10 +112,36 @@ def _not_queued(job_id: int) -> None:
     )
 
 
-def queued_again(job_id: int) -> None:
-    """Its create is queued now: from here the usual one-minute sweep applies."""
-    JobRequest.objects.filter(pk=job_id, state=JobState.SUBMITTED, reason=QUEUE_UNAVAILABLE).update(
-        reason="", message="", updated_at=timezone.now()
+CREATE_REQUEUED = "CreateRequeued"
+
+
+def queued_again(job_id: int, *, lost: bool = False) -> None:
+    """Its create was queued again by the sweeper, now: the next re-drive is
+    counted from here (at most one message per job per wait, however long the
+    workers are away). ``lost``: no worker had taken up the one before, which
+    is said on the job, and it is re-driven early only this once. Compare-and-set:
+    a worker that took it up meanwhile (an attempt made) wins."""
+    now = timezone.now()
+    rows = JobRequest.objects.filter(pk=job_id, state=JobState.SUBMITTED)
+    if lost:
+        rows.filter(create_attempts=0).update(
+            reason=CREATE_REQUEUED,
+            message=(
+                "Queued again: no worker had taken up its creation "
+                f"{settings.BERTH_JOB_CREATE_REDRIVE_SECONDS} s after it was queued (the task "
+                "was lost, say with a worker that stopped). It is created once however often "
+                "it is queued."
+            ),
+            updated_at=now,
+        )
+    elif not rows.filter(reason=QUEUE_UNAVAILABLE).update(reason="", message="", updated_at=now):
+        rows.update(updated_at=now)
+
+
+def requeued_delete(job_id: int) -> None:
+    """Its delete was queued again by the sweeper: the next one a minute from now."""
+    JobRequest.objects.filter(pk=job_id, state=JobState.CANCELLING).update(
+        updated_at=timezone.now()
     )
 
 
@@ -338,7 +364,8 @@ def delete_failed(job: JobRequest | int, exc: BackendError) -> str:
 
 
 def stuck_jobs(older_than: timedelta) -> tuple[list[int], list[int]]:
-    """Jobs still waiting to be created, and to be deleted, after ``older_than``."""
+    """Jobs still waiting to be created, and to be deleted, after ``older_than``
+    since the last attempt or the last time the sweeper queued them."""
     cutoff = timezone.now() - older_than
     # A create that could not be queued at all goes at once, whatever its age.
     creates = JobRequest.objects.filter(
@@ -348,4 +375,19 @@ def stuck_jobs(older_than: timedelta) -> tuple[list[int], list[int]]:
     return (
         list(creates.values_list("pk", flat=True)[:500]),
         list(deletes.values_list("pk", flat=True)[:500]),
+    )
+
+
+def unpicked_creates(after: timedelta) -> list[int]:
+    """Creates queued more than ``after`` ago that no worker has taken up (no
+    attempt made: an attempt's first step counts it), not yet re-driven for
+    that. With a short queue such a message is lost, not waiting: a worker
+    killed just after taking it holds it unacknowledged, and Redis hands it out
+    again only after its visibility timeout (hours)."""
+    return list(
+        JobRequest.objects.filter(
+            state=JobState.SUBMITTED, create_attempts=0, updated_at__lt=timezone.now() - after
+        )
+        .exclude(reason__in=[QUEUE_UNAVAILABLE, CREATE_REQUEUED])
+        .values_list("pk", flat=True)[:500]
     )
