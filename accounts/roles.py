@@ -21,15 +21,26 @@ APPROVERS_GROUP = "approvers"
 UserLike = AbstractBaseUser | AnonymousUser
 
 
+def _group_names(user: Any) -> frozenset[str]:
+    """The user's groups, read once per user object (a page asks several
+    times). Like Django's own permission cache, a group change shows on the
+    next request, which loads the user anew."""
+    names = getattr(user, "_berth_group_names", None)
+    if names is None:
+        names = frozenset(user.groups.values_list("name", flat=True))
+        user._berth_group_names = names
+    return names  # type: ignore[no-any-return]
+
+
 def is_platform_admin(user: Any) -> bool:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
     if user.is_superuser:
         return True
-    return bool(user.groups.filter(name=PLATFORM_ADMINS_GROUP).exists())
+    return PLATFORM_ADMINS_GROUP in _group_names(user)
 
 
 def is_global_approver(user: Any) -> bool:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
-    return bool(user.groups.filter(name=APPROVERS_GROUP).exists())
+    return APPROVERS_GROUP in _group_names(user)
