@@ -248,6 +248,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A database that does not answer (a restart, a failover) is a 503 with
+    # Retry-After, not a 500 (controlplane/database_outage.py).
+    "controlplane.database_outage.AnswerDatabaseOutages",
     # Last, as django-axes asks: it turns a locked-out login into a 429.
     "axes.middleware.AxesMiddleware",
 ]
