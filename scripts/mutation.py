@@ -11,10 +11,11 @@ exits 1 while one is neither.
     python scripts/mutation.py plan preemption # some of them
     python scripts/mutation.py --report        # the last results, no run
 
-mutmut works in ``mutants/`` (a copy of the sources, its results, a few test
-databases kept between mutants by ``tests/mutation_db.py``); delete it to
-start afresh. Needs ``DATABASE_URL`` (``make mutation`` provides one, as
-``make test`` does). Not part of ``make test``: a full run takes a while.
+mutmut works in ``mutants/`` (a copy of the sources and its results); delete
+it to start afresh. Each mutant's tests run on a fresh copy of one database
+migrated here first (``tests/mutation_db.py``). Needs ``DATABASE_URL``
+(``make mutation`` provides one, as ``make test`` does). Not part of
+``make test``: a full run takes a while.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from collections import Counter
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = ROOT / "mutants"
 DOC = ROOT / "docs" / "mutation.md"
 SLOTS_DIR = MUTANTS / "db-slots"
+TEMPLATE = "test_berth_mutation_template"
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,6 @@ TARGETS = (
         "approvals: deciding once (compare-and-set) before the deadline, and expiry",
         (
             "approvals.decide.x_decide__*",
-            "approvals.decide.x_submit_decision__*",
             "approvals.decide.x__replayed__*",
             "approvals.decide.x_write_decision__*",
             "approvals.decide.x_expire__*",
@@ -165,7 +167,7 @@ def report(targets: list[Target]) -> int:
 
 
 def drop_databases() -> None:
-    """The databases tests/mutation_db.py kept between mutants."""
+    """The template and the databases tests/mutation_db.py made of it."""
     import psycopg
 
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
@@ -173,13 +175,34 @@ def drop_databases() -> None:
             "SELECT datname FROM pg_database WHERE datname LIKE 'test_berth_mutation_%'"
         ).fetchall()
         for (name,) in names:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def migrate_template() -> None:
+    """A migrated database each mutant's pytest session copies (tests/mutation_db.py)."""
+    import psycopg
+
+    drop_databases()
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    url = urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{TEMPLATE}").geturl()
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url},
+        check=True,
+    )
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("targets", nargs="*", help=", ".join(t.name for t in TARGETS))
     parser.add_argument("--report", action="store_true", help="print the last results only")
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="run again only the mutants not killed last time (after adding tests)",
+    )
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
     unknown = set(args.targets) - {t.name for t in TARGETS}
@@ -193,6 +216,16 @@ def main(argv: list[str]) -> int:
         return 2
     SLOTS_DIR.mkdir(parents=True, exist_ok=True)
     patterns = [p for t in targets for p in t.patterns]
+    if args.survivors:
+        codes = results()
+        patterns = sorted(
+            name
+            for t in targets
+            for name, code in of_target(t, codes).items()
+            if status(code) not in ("killed", "timeout")
+        )
+        if not patterns:
+            return report(targets)
     command = [
         str(Path(sys.executable).parent / "mutmut"),
         "run",
@@ -200,12 +233,17 @@ def main(argv: list[str]) -> int:
         str(args.max_children),
         *patterns,
     ]
-    print("$ mutmut run --max-children", args.max_children, " ".join(patterns), flush=True)
+    shown = " ".join(patterns) if not args.survivors else f"<{len(patterns)} survivors>"
+    print("$ mutmut run --max-children", args.max_children, shown, flush=True)
     started = time.monotonic()
+    env = {
+        **os.environ,
+        "BERTH_MUTATION_DB_DIR": str(SLOTS_DIR),
+        "BERTH_MUTATION_DB_TEMPLATE": TEMPLATE,
+    }
     try:
-        run = subprocess.run(
-            command, cwd=ROOT, env={**os.environ, "BERTH_MUTATION_DB_DIR": str(SLOTS_DIR)}
-        )
+        migrate_template()
+        run = subprocess.run(command, cwd=ROOT, env=env)
     finally:
         drop_databases()
     print(f"mutmut took {time.monotonic() - started:.0f} s (exit {run.returncode})")
