@@ -377,16 +377,36 @@ def _team_ids() -> dict[str, int]:
     return dict(TeamNamespace.objects.values_list("name", "team_id"))
 
 
+def _recorded_versions(uids: list[str]) -> dict[str, str]:
+    """The resourceVersion each live record holds, for the listed ``uids``: a
+    Workload listed at the version its record holds has not changed since it
+    was recorded, and costs the relist nothing (no row lock, no events read)."""
+    found: dict[str, str] = {}
+    for start in range(0, len(uids), 2000):
+        found.update(
+            WorkloadRecord.objects.filter(uid__in=uids[start : start + 2000])
+            .exclude(state=WorkloadState.DELETED)
+            .values_list("uid", "resource_version")
+        )
+    return found
+
+
 def sync_workloads(backend: ClusterBackend) -> str:
-    """Relist every Workload: upsert what is there, mark what vanished as
-    deleted — never one the watch wrote after the list was taken. Returns the
-    list's resourceVersion (where a watch resumes)."""
+    """Relist every Workload: upsert what changed since it was recorded (its
+    resourceVersion), mark what vanished as deleted — never one the watch
+    wrote after the list was taken. Returns the list's resourceVersion (where
+    a watch resumes)."""
     listed_at = timezone.now()
     items, version = backend.list(WORKLOAD)
     teams = _team_ids()
     seen = set()
+    known = _recorded_versions([item["metadata"]["uid"] for item in items])
     for item in items:
-        seen.add(item["metadata"]["uid"])
+        uid = item["metadata"]["uid"]
+        seen.add(uid)
+        listed = str(item["metadata"].get("resourceVersion", ""))
+        if listed and known.get(uid) == listed:
+            continue  # recorded at this very version (by the watch, or the last relist)
         upsert_workload(item, teams)
     # Missing from the list is gone only if last seen before the list: the
     # watch, running beside this, records workloads created since.

@@ -188,9 +188,11 @@ def follow_jobs(
     sync step says what failed."""
     now = now or timezone.now()
     live = list(
-        JobRequest.objects.exclude(state__in=TERMINAL_STATES).exclude(
-            state__in=[JobState.SUBMITTED, JobState.CANCELLING]
-        )
+        JobRequest.objects.exclude(state__in=TERMINAL_STATES)
+        .exclude(state__in=[JobState.SUBMITTED, JobState.CANCELLING])
+        # What following never reads: the rendered objects and the submitted
+        # spec, decoded from JSON for every live job on every sync otherwise.
+        .defer("manifest", "command", "env", "labels", "justification")
     )
     if only is not None:
         live = [job for job in live if (job.namespace, job.kind, job.name) in only]

@@ -163,6 +163,38 @@ def test_syncing_the_same_state_again_writes_nothing(research: ClusterUnderTest)
     assert WorkloadEvent.objects.count() == events
 
 
+def test_a_relist_skips_workloads_whose_resource_version_has_not_changed(
+    research: ClusterUnderTest,
+) -> None:
+    """Unchanged Workloads cost a relist one read of their versions in all:
+    no row lock, no event lookups, however many there are; a changed one is
+    recorded as before."""
+    for name in ("job-a", "job-b", "job-c", "job-d"):
+        research.add_foreign(workload(name))
+    sync_workloads(research.backend)
+    research.set_status("Workload", "job-b", ADMITTED, namespace="research")
+
+    with CaptureQueriesContext(connection) as queries:
+        sync_workloads(research.backend)
+    ours = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "jobs_workloadrecord" in q["sql"] or "jobs_workloadevent" in q["sql"]
+    ]
+    assert len([sql for sql in ours if "FOR UPDATE" in sql]) == 1  # job-b's, which changed
+    assert record("job-b").state == State.ADMITTED
+
+    with CaptureQueriesContext(connection) as queries:
+        sync_workloads(research.backend)  # nothing changed
+    ours = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "jobs_workloadrecord" in q["sql"] or "jobs_workloadevent" in q["sql"]
+    ]
+    assert len(ours) == 2  # the listed ones' versions, and which are missing: not one each
+    assert not [sql for sql in ours if "FOR UPDATE" in sql]
+
+
 def test_preemption_is_recorded_with_reason_and_preemptor(research: ClusterUnderTest) -> None:
     research.add_foreign(workload("job-urgent"))
     research.add_foreign(workload("job-long"))
