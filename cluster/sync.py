@@ -247,12 +247,16 @@ def upsert_workload(
                     record = WorkloadRecord.objects.create(uid=metadata["uid"], **fields)
             except IntegrityError:  # another sync recorded it a moment ago
                 record = WorkloadRecord.objects.select_for_update().get(uid=metadata["uid"])
-        elif (
-            fields["resource_version"]
-            and record.resource_version == fields["resource_version"]
-            and record.state != WorkloadState.DELETED  # a relist's mistake: it is live
+        elif fields["resource_version"] and (
+            (
+                record.resource_version == fields["resource_version"]
+                and record.state != WorkloadState.DELETED  # a relist's mistake: it is live
+            )
+            or _older(str(fields["resource_version"]), record.resource_version)
         ):
-            return record  # seen this very version already: nothing to write
+            # Seen this very version already, or a newer one: a relist's list taken
+            # before the watch recorded a change (or the deletion) must not undo it.
+            return record
         if not fields["cluster_queue"]:
             # Pending or evicted: no admission names the queue; it stays where it was,
             # or where its LocalQueue points.
@@ -339,17 +343,30 @@ def _add_event(
         pass  # recorded concurrently by another sync
 
 
-def mark_deleted(uid: str, *, seen_at_version: str | None = None) -> None:
+def mark_deleted(
+    uid: str, *, seen_at_version: str | None = None, deleted_at_version: str = ""
+) -> None:
     """Mark the workload deleted. With ``seen_at_version`` (a relist), only if
     the record still holds that version (compare-and-set): the watch may have
-    written a newer one since the list was taken."""
+    written a newer one since the list was taken. ``deleted_at_version`` (the
+    watch's DELETED event): the deletion's own resourceVersion, kept so that a
+    list taken before it, still holding the Workload, cannot bring it back."""
     rows = WorkloadRecord.objects.filter(uid=uid).exclude(state=WorkloadState.DELETED)
     if seen_at_version is not None:
         rows = rows.filter(resource_version=seen_at_version)
-    if not rows.update(state=WorkloadState.DELETED, synced_at=timezone.now()):
+    change: dict[str, Any] = {"state": WorkloadState.DELETED, "synced_at": timezone.now()}
+    if deleted_at_version:
+        change["resource_version"] = deleted_at_version
+    if not rows.update(**change):
         return
     record = WorkloadRecord.objects.get(uid=uid)
     _add_event(record, EventType.DELETED, timezone.now().replace(microsecond=0), "", "", {})
+
+
+def _older(version: str, than: str) -> bool:
+    """Whether resourceVersion ``version`` is older than ``than``: both are etcd
+    revisions (whole numbers) on Kubernetes; anything else is not compared."""
+    return version.isdigit() and than.isdigit() and int(version) < int(than)
 
 
 def _older_than_list(
@@ -428,7 +445,8 @@ def apply_watch_event(event: WatchEvent, teams: Mapping[str, int] | None = None)
     if event.type == "BOOKMARK":
         pass
     elif event.type == "DELETED":
-        mark_deleted(event.object["metadata"]["uid"])
+        metadata = event.object["metadata"]
+        mark_deleted(metadata["uid"], deleted_at_version=str(metadata.get("resourceVersion") or ""))
     else:
         upsert_workload(event.object, teams)
     if event.resource_version:

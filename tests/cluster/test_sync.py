@@ -556,6 +556,35 @@ def test_a_relist_never_marks_deleted_what_the_watch_recorded_after_its_list(
     assert record("job-old").state != State.DELETED
 
 
+def test_a_relist_never_undoes_a_change_the_watch_recorded_after_its_list(
+    research: ClusterUnderTest,
+) -> None:
+    research.add_foreign(workload("job-a"))
+    sync_workloads(research.backend)
+    listed = research.backend.list(TYPES["Workload"])  # the relist's list, taken now
+    research.set_status("Workload", "job-a", ADMITTED, namespace="research")  # then admitted
+    for event in research.backend.watch(TYPES["Workload"], listed[1], timeout_seconds=1):
+        apply_watch_event(event)
+    assert record("job-a").state == State.ADMITTED
+    sync_workloads(ListedEarlier(research.backend, listed))  # the relist finishes
+    assert record("job-a").state == State.ADMITTED
+
+
+def test_a_relist_never_brings_back_a_deletion_the_watch_saw_after_its_list(
+    research: ClusterUnderTest,
+) -> None:
+    research.add_foreign(workload("job-a"))
+    sync_workloads(research.backend)
+    listed = research.backend.list(TYPES["Workload"])  # still holds job-a
+    research.remove("Workload", "job-a", "research")
+    for event in research.backend.watch(TYPES["Workload"], listed[1], timeout_seconds=1):
+        apply_watch_event(event)
+    assert record("job-a").state == State.DELETED
+    sync_workloads(ListedEarlier(research.backend, listed))
+    assert record("job-a").state == State.DELETED
+    assert record("job-a").events.filter(type=EventType.DELETED).count() == 1
+
+
 def test_a_live_workload_marked_deleted_by_mistake_comes_back(
     research: ClusterUnderTest,
 ) -> None:
