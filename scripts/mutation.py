@@ -60,12 +60,8 @@ TARGETS = (
     ),
     Target(
         "preemption",
-        "engine: who may be preempted, in what order, how many (classic and fair sharing)",
-        (
-            "queues.engine.preemption.*",
-            "queues.engine.victim_search.*",
-            "queues.engine.fair_preemption.*",
-        ),
+        "engine: who may be preempted, in what order, how many (classic preemption)",
+        ("queues.engine.preemption.*", "queues.engine.victim_search.*"),
     ),
     Target(
         "plan",
@@ -78,11 +74,8 @@ TARGETS = (
         (
             "jobs.validation.*",
             "jobs.request_rules.*",
-            "jobs.submission.x_prepare__*",
             "jobs.submission.x__quantity__*",
-            "jobs.submission.x__name_in_use__*",
             "jobs.submission.x__too_big_for_a_node__*",
-            "jobs.submission.x_raise_if_never_fits__*",
             "jobs.submission.x__render_error__*",
         ),
     ),

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from approvals.decide import APPLY_APPROVAL, expire, write_decision
+from approvals.decide import APPLY_APPROVAL, decide, expire, write_decision
 from approvals.lifecycle import expire_requests
 from approvals.models import ApprovalRequest, ApprovalState
 from tests.approvals.approval_support import approval_request, approvers
@@ -219,3 +219,20 @@ def test_a_decision_whose_write_cannot_be_queued_is_stored_and_says_so(
     assert request.state == ApprovalState.APPROVED
     assert list(request.events.values_list("action", flat=True)) == ["approved", "apply-failed"]
     assert told == ["told"]
+
+
+def test_decide_stores_the_comment_and_key_it_is_given_and_none_by_default(
+    people: dict[str, Any],
+) -> None:
+    request = approval_request(people["alice"])
+    decided = decide(people["carol"], request.pk, approve=True)
+    assert (decided.state, decided.comment, decided.decision_key) == (
+        ApprovalState.APPROVED,
+        "",
+        "",
+    )
+    other = approval_request(people["alice"], workload_uid="uid-other")
+    decided = decide(people["carol"], other.pk, approve=True, comment="go", key="k-9")
+    assert (decided.comment, decided.decision_key) == ("go", "k-9")
+    # Sent again under its key, it is answered as the first (not already decided).
+    assert decide(people["carol"], other.pk, approve=True, key="k-9").pk == other.pk

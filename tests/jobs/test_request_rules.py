@@ -12,8 +12,11 @@ from django.test import override_settings
 
 from jobs import validation as v
 from jobs.manifest_spec import JOB_KINDS
+from jobs.placement import RenderError
 from jobs.request_rules import class_rules, own_rules
+from jobs.submission import _quantity, _render_error, _too_big_for_a_node
 from queues.errors import FieldError as E
+from queues.errors import PolicyInvalid
 from queues.models import ClusterQueue, QueueClass
 
 DNS_RULE = (
@@ -476,4 +479,56 @@ def test_class_rules_gather_every_broken_rule() -> None:
         "max_runtime_seconds",
         "retries",
         "justification",
+    ]
+
+
+# ------------------------------------------------------------------ submission's own checks
+
+
+def test_a_quantity_is_optional_canonical_and_more_than_zero() -> None:
+    errors: list[E] = []
+    assert _quantity({}, "cpu_per_node", "cpu", errors) is None
+    assert _quantity({"cpu_per_node": ""}, "cpu_per_node", "cpu", errors) is None
+    assert _quantity({"cpu_per_node": "500m"}, "cpu_per_node", "cpu", errors) == 500
+    assert _quantity({"cpu_per_node": 2}, "cpu_per_node", "cpu", errors) == 2000
+    assert _quantity({"memory_per_node": "1Gi"}, "memory_per_node", "memory", errors) == 2**30
+    assert errors == []
+    assert _quantity({"cpu_per_node": "lots"}, "cpu_per_node", "cpu", errors) is None
+    assert _quantity({"cpu_per_node": "0"}, "cpu_per_node", "cpu", errors) == 0
+    assert _quantity({"memory_per_node": "-1"}, "memory_per_node", "memory", errors) == -1
+    assert _quantity({"cpu_per_node": "1m"}, "cpu_per_node", "cpu", errors) == 1
+    assert errors == [
+        E(
+            "cpu_per_node",
+            "quantity",
+            "'lots' is not a Kubernetes quantity: use a number with an optional suffix (m, k, "
+            "M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei), e.g. 64, 500m, 4Ti",
+        ),
+        E("cpu_per_node", "minimum", "must be more than zero"),
+        E("memory_per_node", "minimum", "must be more than zero"),
+    ]
+
+
+def test_a_node_too_big_for_every_usable_flavor_is_refused_naming_each() -> None:
+    assert _too_big_for_a_node(16, {}) == []
+    assert _too_big_for_a_node(8, {"h100": 8, "a100": 4}) == []
+    assert _too_big_for_a_node(9, {"h100": 8, "a100": 4}) == [
+        E(
+            "gpus_per_node",
+            "exceeds-node-size",
+            "9 GPUs per node, but the largest node of a100 has 4, h100 has 8; use more nodes "
+            "with fewer GPUs each",
+        )
+    ]
+
+
+def test_a_render_error_names_its_field_and_placement_is_the_queues() -> None:
+    error = _render_error(RenderError("placement", "no-flavor", "no flavor fits"))
+    assert isinstance(error, PolicyInvalid)
+    assert [e.as_dict() for e in error.errors] == [
+        {"field": "queue", "rule": "no-flavor", "message": "no flavor fits"}
+    ]
+    error = _render_error(RenderError("nodes", "too-many", "too many"))
+    assert [e.as_dict() for e in error.errors] == [
+        {"field": "nodes", "rule": "too-many", "message": "too many"}
     ]

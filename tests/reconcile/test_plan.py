@@ -271,6 +271,7 @@ def test_someone_elses_namespace_already_labelled_for_the_team_is_unchanged() ->
     theirs = namespace(managed=False, labels={TEAM_LABEL: "alpha", "owner": "platform"})
     change = only(make_plan([namespace("alpha")], [theirs]))
     assert (change.action, change.actual) == (UNCHANGED, theirs)
+    assert change.identity == ("Namespace", "", "team-a")
     assert change.desired is not None and change.desired["metadata"]["labels"] == {
         TEAM_LABEL: "alpha"
     }
@@ -309,6 +310,7 @@ def test_a_manual_kind_never_created_is_a_manual_step() -> None:
 def test_a_manual_kind_already_applied_is_unchanged() -> None:
     have = config_map(resourceVersion="1")
     change = only(make_plan([config_map()], [have], manual={"ConfigMap": MANUAL_NOTE}))
+    assert change.identity == ("ConfigMap", "kueue-system", "kueue-manager-config")
     assert (change.action, change.desired, change.actual, change.note) == (
         UNCHANGED,
         config_map(),
@@ -410,13 +412,22 @@ def test_an_empty_leftover_queue_and_a_busy_leftover_of_another_kind_are_deleted
     ],
 )
 def test_namespaces_and_kueues_configuration_are_never_deleted(kind: str, note: str) -> None:
-    change = make_plan([queue("new")], [obj(kind, "x")]).changes[1]
-    assert (change.action, change.note, change.actual) == (KEEP, note, obj(kind, "x"))
+    change = make_plan([queue("new")], [obj(kind, "x", namespace="n")]).changes[1]
+    assert (change.action, change.note, change.actual) == (
+        KEEP,
+        note,
+        obj(kind, "x", namespace="n"),
+    )
+    assert change.identity == (kind, "n", "x")
 
 
 def test_an_empty_policy_prunes_nothing() -> None:
     plan = make_plan([], [queue("a"), obj("LocalQueue", "b", namespace="n")])
     assert plan.prune_refused is True
+    assert [(c.identity, c.actual) for c in plan.changes] == [
+        (("ClusterQueue", "", "a"), queue("a")),
+        (("LocalQueue", "n", "b"), obj("LocalQueue", "b", namespace="n")),
+    ]
     assert [(c.action, c.note) for c in plan.changes] == [
         (KEEP, "not pruned: the policy is empty"),
         (KEEP, "not pruned: the policy is empty"),
@@ -444,7 +455,7 @@ def test_an_empty_policy_on_an_empty_cluster_refuses_nothing() -> None:
 
 def test_writes_summary_and_the_recorded_form() -> None:
     plan = make_plan(
-        [queue("new"), queue("same"), queue("edited"), queue("theirs")],
+        [queue("new"), queue("new2"), queue("same"), queue("edited"), queue("theirs")],
         [
             queue("same"),
             queue("edited", spec={"cohortName": "x"}),
@@ -455,7 +466,7 @@ def test_writes_summary_and_the_recorded_form() -> None:
         ],
     )
     assert plan.summary() == {
-        CREATE: 1,
+        CREATE: 2,
         UNCHANGED: 1,
         UPDATE: 1,
         CONFLICT: 1,
@@ -465,13 +476,14 @@ def test_writes_summary_and_the_recorded_form() -> None:
     }
     assert [(c.action, c.name) for c in plan.writes] == [
         (CREATE, "new"),
+        (CREATE, "new2"),
         (UPDATE, "edited"),
         (DELETE, "gone"),
         (DRAIN, "busy"),
     ]
     assert [c.name for c in plan.by_action(UNCHANGED)] == ["same"]
     assert plan.by_action(MANUAL) == []
-    assert plan.changes[2].as_dict() == {
+    assert plan.changes[3].as_dict() == {
         "action": UPDATE,
         "kind": "ClusterQueue",
         "namespace": None,
