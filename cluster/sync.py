@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -478,38 +479,107 @@ def _follow(backend: ClusterBackend, changed: set[JobKey]) -> None:
             log.exception("following %d changed workload(s) failed", len(changed))
 
 
+class _Following:
+    """The jobs of the Workloads the watch saw change, followed in batches at
+    most every ``FOLLOW_EVERY`` seconds: a change after a quiet spell at once,
+    in the watch's own thread; one within ``FOLLOW_EVERY`` of the last follow
+    by a thread of its own when that time is up — the watch's stream blocks
+    until the next event, which may be minutes away, and the last change of a
+    burst must not wait for it. What is left when the watch round ends is
+    followed before it returns, in the watch's thread."""
+
+    def __init__(self, backend: ClusterBackend) -> None:
+        self.backend = backend
+        self.lock = threading.Lock()
+        self.pending: set[JobKey] = set()
+        self.last = 0.0
+        self.wake = threading.Event()
+        self.closing = False
+        self.thread: threading.Thread | None = None
+
+    def add(self, changed: set[JobKey]) -> None:
+        if not changed or not _watch_followers:
+            return
+        with self.lock:
+            due = not self.pending and time.monotonic() - self.last >= FOLLOW_EVERY
+            if due:
+                self.last = time.monotonic()
+            else:
+                self.pending |= changed
+                self.wake.set()
+                if self.thread is None:
+                    self.thread = threading.Thread(
+                        target=self._later, name="watch-follower", daemon=True
+                    )
+                    self.thread.start()
+        if due:
+            _follow(self.backend, changed)
+
+    def _later(self) -> None:
+        try:
+            while True:
+                self.wake.wait()
+                with self.lock:
+                    wait = self.last + FOLLOW_EVERY - time.monotonic()
+                if wait > 0 and not self.closing:
+                    time.sleep(min(wait, FOLLOW_EVERY))
+                    continue
+                with self.lock:
+                    if self.closing:
+                        return  # the watch's thread follows what is left
+                    batch, self.pending = self.pending, set()
+                    self.wake.clear()
+                    self.last = time.monotonic()
+                if batch:
+                    _follow(self.backend, batch)
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        """Stop the thread and follow what is still pending, here."""
+        with self.lock:
+            self.closing = True
+            self.wake.set()
+        if self.thread is not None:
+            self.thread.join()
+        with self.lock:
+            batch, self.pending = self.pending, set()
+            self.closing, self.thread = False, None
+            self.wake.clear()
+            self.last = time.monotonic()
+        if batch:
+            _follow(self.backend, batch)
+
+
 def watch_workloads(
     backend: ClusterBackend, *, timeout_seconds: int = 60, rounds: int | None = None
 ) -> int:
     """Follow Workloads: resume from the stored resourceVersion, relist on 410
     Gone (the client raises it after one resume). ``rounds`` bounds the loop
-    (tests); None runs forever. Returns how many events were applied."""
+    (tests); None runs forever. Returns how many events were applied. The jobs
+    of changed Workloads are followed as the watch sees them (``_Following``)."""
     applied = 0
     done = 0
     cursor = SyncCursor.objects.filter(kind="Workload").first()
     version = cursor.resource_version if cursor and cursor.resource_version else ""
     if not version:
         version = sync_workloads(backend)
-    changed: set[JobKey] = set()
-    followed = 0.0
-    while rounds is None or done < rounds:
-        done += 1
-        try:
-            teams = _team_ids()
-            for event in backend.watch(WORKLOAD, version, timeout_seconds=timeout_seconds):
-                apply_watch_event(event, teams)
-                applied += event.type != "BOOKMARK"
-                version = event.resource_version or version
-                changed |= _job_keys(event)
-                if changed and time.monotonic() - followed >= FOLLOW_EVERY:
-                    _follow(backend, changed)
-                    changed, followed = set(), time.monotonic()
-        except WatchExpired:
-            log.info("workload watch expired at %s; relisting", version)
-            version = sync_workloads(backend)
-        if changed:
-            _follow(backend, changed)
-            changed, followed = set(), time.monotonic()
+    following = _Following(backend)
+    try:
+        while rounds is None or done < rounds:
+            done += 1
+            try:
+                teams = _team_ids()
+                for event in backend.watch(WORKLOAD, version, timeout_seconds=timeout_seconds):
+                    apply_watch_event(event, teams)
+                    applied += event.type != "BOOKMARK"
+                    version = event.resource_version or version
+                    following.add(_job_keys(event))
+            except WatchExpired:
+                log.info("workload watch expired at %s; relisting", version)
+                version = sync_workloads(backend)
+    finally:
+        following.close()
     return applied
 
 
