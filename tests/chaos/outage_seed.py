@@ -1,8 +1,8 @@
-"""Seeds the throwaway PostgreSQL of the outage test, run as
-``python -m tests.chaos.outage_seed`` with its DATABASE_URL (after
-``manage.py migrate``): one team and queue, a member with an API token and a
-signed-in session, and ``JOBS`` stored jobs. Prints what the test needs as
-JSON."""
+"""Prepares the throwaway PostgreSQL of the outage test, run as
+``python -m tests.chaos.outage_seed`` with its DATABASE_URL: Berth's
+migrations (``migrate``, in the same process to save a start-up), then one
+team and queue, a member with an API token and a signed-in session, and
+``JOBS`` stored jobs. Prints what the test needs as JSON."""
 
 from __future__ import annotations
 
@@ -54,4 +54,7 @@ def seed() -> dict[str, object]:
 
 if __name__ == "__main__":
     django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
     json.dump(seed(), sys.stdout)
