@@ -29,7 +29,7 @@ def _group_names(user: Any) -> frozenset[str]:
     if names is None:
         names = frozenset(user.groups.values_list("name", flat=True))
         user._berth_group_names = names
-    return names  # type: ignore[no-any-return]
+    return names
 
 
 def is_platform_admin(user: Any) -> bool:

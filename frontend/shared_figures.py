@@ -30,7 +30,7 @@ def shared_figures(name: str, marks: tuple[object, ...], build: Callable[[], T])
     key = f"shared-figures:{name}:{digest}"
     found = cache.get(key)
     if found is not None:
-        return found  # type: ignore[no-any-return]
+        return found
     figures = build()
     cache.set(key, figures, seconds)
     return figures

@@ -54,7 +54,7 @@ def cached_answer(
     )
     found = cache.get(key)
     if found is not None:
-        return found  # type: ignore[no-any-return]
+        return found
     answer = build()
     cache.set(key, answer, KEEP_SECONDS)
     return answer
