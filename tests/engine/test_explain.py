@@ -387,3 +387,65 @@ def test_a_twin_of_equal_priority_and_age_is_protected_under_lower_or_newer_equa
             "why": "priority 5 is not lower than 5 and it is not newer",
         }
     ]
+
+
+def _one_pod(name: str, gpus_per_pod: int, created: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clusterQueue": "a",
+        "creationTime": created,
+        "podSets": [{"count": 1, "requests": {GPU: gpus_per_pod}}],
+        **extra,
+    }
+
+
+def _behind_a_head_no_node_holds(strategy: str) -> Any:
+    """On a topology-aware flavor: two nodes of 8 GPUs each run 6, so ``a``'s
+    quota (16) has room for ``whole`` (one pod of 4 GPUs) but no node has;
+    ``small`` (one of 1) waits behind it and fits both. No cycle has run yet."""
+    running = [
+        _one_pod(
+            f"running-{node}",
+            6,
+            0,
+            admittedAt=0,
+            admission={"main": {GPU: "h100"}},
+            topologyAssignment={"main": {node: 1}},
+        )
+        for node in ("n-0", "n-1")
+    ]
+    a = {k: v for k, v in queue("a", 16).items() if k != "cohortName"}
+    scenario = parse(
+        {
+            "topologies": [{"name": "hosts", "levels": [{"nodeLabel": "kubernetes.io/hostname"}]}],
+            "resourceFlavors": [{"name": "h100", "topologyName": "hosts"}],
+            "nodes": [{"name": "n", "count": 2, "capacity": {GPU: 8}}],
+            "clusterQueues": [a | {"queueingStrategy": strategy}],
+            "workloads": [*running, _one_pod("whole", 4, 1), _one_pod("small", 1, 2)],
+        }
+    )
+    return scheduler_for(scenario)
+
+
+def test_strict_fifo_head_no_node_holds_means_the_one_behind_does_not_fit_now() -> None:
+    """The demo's research queue on its rack-aware flavor: a head that fits the
+    quota but no node blocks a StrictFIFO queue, so the small job behind it,
+    which fits the quota and the nodes, is not promised the next cycle."""
+    scheduler = _behind_a_head_no_node_holds("StrictFIFO")
+    head = explain(scheduler, "default/whole")
+    assert head.placement == ['topology "hosts" doesn\'t allow to fit any of 1 pod(s)']
+    result = explain(scheduler, "default/small")
+    assert (result.position, result.reason) == (2, "Fits")
+    assert result.next_cycle["outcome"] == "not-considered"
+    assert "no scheduling cycle reaches it yet" in result.message
+    run_cycles(scheduler, until_stable=True)
+    assert scheduler.workloads["default/small"].admission is None
+
+
+def test_best_effort_head_no_node_holds_lets_the_one_behind_in() -> None:
+    scheduler = _behind_a_head_no_node_holds("BestEffortFIFO")
+    result = explain(scheduler, "default/small")
+    assert result.next_cycle["outcome"] == "admitted"
+    run_cycles(scheduler, until_stable=True)
+    assert scheduler.workloads["default/small"].admission is not None
+    assert scheduler.workloads["default/whole"].admission is None
