@@ -189,6 +189,8 @@ def run(
     print(f"built in {time.perf_counter() - started:.0f} s: {JobRequest.objects.count():,} jobs")
     admin, member, page = credentials()
     targets = [
+        # The floor: what gunicorn and this load generator manage with no work behind.
+        Target("healthz", "/healthz", {}),
         Target("jobs (admin)", "/api/v1/jobs/", admin),
         Target("jobs (member)", "/api/v1/jobs/", member),
         Target("cluster queues", "/api/v1/cluster-queues/", member),

@@ -56,9 +56,9 @@ def team_ids_of(user: Any, *, roles: tuple[str, ...] = tuple(TeamRole.values)) -
     """The teams in which ``user`` holds one of ``roles``."""
     if not getattr(user, "is_authenticated", False):
         return set()
-    return set(
-        TeamMembership.objects.filter(user=user, role__in=roles).values_list("team_id", flat=True)
-    )
+    memberships = TeamMembership.objects.filter(user=user, role__in=roles)
+    # No ordering: the model's default one joins the team and user tables for nothing.
+    return set(memberships.order_by().values_list("team_id", flat=True))
 
 
 def visible_team_ids(user: Any) -> set[int] | None:
