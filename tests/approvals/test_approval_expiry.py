@@ -236,3 +236,25 @@ def test_decide_stores_the_comment_and_key_it_is_given_and_none_by_default(
     assert (decided.comment, decided.decision_key) == ("go", "k-9")
     # Sent again under its key, it is answered as the first (not already decided).
     assert decide(people["carol"], other.pk, approve=True, key="k-9").pk == other.pk
+
+
+def test_a_decision_whose_reservation_has_ended_is_closed_unwritten_at_once(
+    people: dict[str, Any], django_capture_on_commit_callbacks: Any, sent: list[Any]
+) -> None:
+    request = approval_request(people["alice"])
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert write_decision(
+            request, people["carol"], approve=False, text="no", now=now, superseded="it ended"
+        )
+    request.refresh_from_db()
+    assert (request.state, request.applied_at, request.written) == (
+        ApprovalState.REJECTED,
+        now,
+        False,
+    )
+    assert list(request.events.values_list("action", "message", "at")) == [
+        ("rejected", "no", now),
+        ("applied", "superseded: it ended", now),
+    ]
+    assert sent == []  # nothing to write it to

@@ -95,3 +95,18 @@ def test_within_the_queue_a_workload_the_rule_allows_is_not_protected() -> None:
             "why": "priority 11 is not lower than 10",
         }
     ]
+
+
+def test_a_borrower_reclaim_any_may_take_is_not_protected_though_the_preemptor_waits() -> None:
+    """reclaimWithinCohort Any allows b's borrower; p still waits, because a may
+    not borrow and its own workload is protected: only that one is listed."""
+    assert protected(
+        [
+            running("mine", "a", 4, priority=0),
+            running("big", "b", 6, priority=0),
+            gpus("p", "a", 4, priority=10, creationTime=5),
+        ],
+        queue("a", 4, borrowingLimit=0) | {"preemption": {"reclaimWithinCohort": "Any"}},
+        queue("b", 4),
+        queue("lender", 4),
+    ) == [{"workload": "default/mine", "cluster_queue": "a", "why": "withinClusterQueue is Never"}]

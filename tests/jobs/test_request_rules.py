@@ -309,6 +309,20 @@ def test_own_rules_read_the_kind_for_reserved_env_and_gangs() -> None:
     ]
 
 
+def test_own_rules_take_kind_job_when_none_is_given_and_refuse_an_unknown_one() -> None:
+    assert own_rules(REQUEST | {"env": {"MASTER_ADDR": "x"}}) == [
+        E(
+            "env.MASTER_ADDR",
+            "env-reserved",
+            "MASTER_ADDR is set by Berth or the Job controller (rendezvous or checkpoint "
+            "wiring); leave it out",
+        )
+    ]
+    assert own_rules(REQUEST | {"kind": "MPIJob"}) == [
+        E("kind", "unsupported-value", "use one of: Job, JobSet, PyTorchJob, TrainJob")
+    ]
+
+
 def test_own_rules_take_one_node_when_none_is_given() -> None:
     assert own_rules(REQUEST | {"min_nodes": 2}) == [
         E("min_nodes", "range", "must be at least 1 and at most nodes (1)")
@@ -350,6 +364,9 @@ def test_spot_only_where_the_class_runs_on_spot() -> None:
     errors, spot, _, _ = class_rules({"spot_allowed": True}, QUEUE, None)
     assert errors[0].message == "queue class (none) does not run jobs on spot capacity"
     spot_class = klass(spot_allowed=True)
+    assert class_rules({"spot_allowed": True, "checkpoint_uri": "s3://b/r"}, QUEUE, spot_class)[
+        :2
+    ] == ([], True)
     assert class_rules({"checkpoint_uri": "s3://b/r"}, QUEUE, spot_class)[:2] == ([], True)
     assert class_rules({"checkpoint_uri": "s3://b/r", "spot_allowed": False}, QUEUE, spot_class)[
         :2

@@ -165,10 +165,11 @@ def test_a_missing_object_is_created_as_desired() -> None:
 
 
 def test_an_object_as_desired_with_the_same_hash_is_unchanged() -> None:
-    want = queue()
-    have = queue(resourceVersion="3")
+    want = obj("LocalQueue", "lq", namespace="team-a", spec={"clusterQueue": "q"})
+    have = want | {"resourceVersion": "3"}
     change = only(make_plan([want], [have]))
     assert (change.action, change.desired, change.actual) == (UNCHANGED, want, have)
+    assert change.identity == ("LocalQueue", "team-a", "lq")
     assert (change.fields, change.drift, change.note) == ([], False, "")
 
 
@@ -190,9 +191,15 @@ def test_a_hash_missing_on_the_cluster_is_an_update() -> None:
 
 
 def test_a_hand_edit_under_the_same_hash_is_drift() -> None:
-    change = only(make_plan([queue()], [queue(spec={"cohortName": "elsewhere"})]))
-    assert (change.action, change.fields, change.drift) == (UPDATE, ["spec.cohortName"], True)
-    assert change.actual == queue(spec={"cohortName": "elsewhere"})
+    want = obj("LocalQueue", "lq", namespace="team-a", spec={"clusterQueue": "q"})
+    edited = obj("LocalQueue", "lq", namespace="team-a", spec={"clusterQueue": "x"})
+    change = only(make_plan([want], [edited]))
+    assert (change.action, change.fields, change.drift) == (UPDATE, ["spec.clusterQueue"], True)
+    assert (change.identity, change.desired, change.actual) == (
+        ("LocalQueue", "team-a", "lq"),
+        want,
+        edited,
+    )
 
 
 def test_a_new_hash_with_other_fields_is_an_update_not_drift() -> None:
@@ -226,10 +233,11 @@ def test_other_fields_of_a_topology_and_levels_of_other_kinds_update_in_place() 
 
 
 def test_someone_elses_object_under_berths_name_is_a_conflict() -> None:
-    want = queue()
-    theirs = queue(managed=False)
+    want = obj("LocalQueue", "lq", namespace="team-a", spec={"clusterQueue": "q"})
+    theirs = obj("LocalQueue", "lq", namespace="team-a", managed=False)
     change = only(make_plan([want], [theirs]))
     assert (change.action, change.desired, change.actual) == (CONFLICT, want, theirs)
+    assert change.identity == ("LocalQueue", "team-a", "lq")
     assert change.note == (
         "exists and is not managed by Berth; label it "
         "app.kubernetes.io/managed-by=berth to let Berth take it over"
