@@ -247,6 +247,8 @@ def test_a_decision_whose_reservation_has_ended_is_closed_unwritten_at_once(
         assert write_decision(
             request, people["carol"], approve=False, text="no", now=now, superseded="it ended"
         )
+    # The caller's object says so too (the API answers from it).
+    assert (request.applied_at, request.written) == (now, False)
     request.refresh_from_db()
     assert (request.state, request.applied_at, request.written) == (
         ApprovalState.REJECTED,

@@ -206,6 +206,14 @@ def test_a_checkpoint_uri_names_a_known_scheme() -> None:
     for uri in ("s3://bucket/run", "gs://b/r", "nfs://server/export", "pvc://claim/dir"):
         assert v.checkpoint_errors(uri) == []
     schemes = "s3://, gs://, az://, abfs://, abfss://, hdfs://, pvc://, file://, oci://, nfs://"
+    long = "s3://" + "b" * 100 + " x"
+    assert v.checkpoint_errors(long) == [
+        E(
+            "checkpoint_uri",
+            "checkpoint-uri",
+            f"{long[:80]!r} is not a checkpoint location: use one of {schemes}",
+        )
+    ]
     for uri in ("bucket/run", "http://host/run", "s3://", "s3://a b"):
         assert v.checkpoint_errors(uri, field="c") == [
             E("c", "checkpoint-uri", f"{uri!r} is not a checkpoint location: use one of {schemes}")
