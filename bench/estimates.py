@@ -22,6 +22,10 @@ when each was really admitted (its first Admitted event). It prints:
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/estimates.py
 
+The demo's ``h100-ondemand`` names its ``gpu-racks`` Topology, so gangs there
+are placed node by node; ``--no-topology`` seeds it without (judged by quota
+alone), for comparison.
+
 ``--warmup`` and ``--measure`` are minutes of the cluster's (real) time,
 ``--drain`` how long it runs on for the measured jobs to start. It creates a
 scratch database ``berth_bench_<pid>`` and drops it at the end. Prints
@@ -59,6 +63,8 @@ class Asked:
 
     submitted: datetime
     dry_fits: bool = False
+    # Where the dry run put it: its ClusterQueue and place in line.
+    dry_place: str = ""
     dry: tuple[datetime | None, datetime | None] = (None, None)
     why: tuple[datetime | None, datetime | None] | None = None
     admitted: datetime | None = None
@@ -137,6 +143,12 @@ def run(args: argparse.Namespace) -> None:
     start = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
     clock = Clock(start)
     timezone.now = clock.now  # type: ignore[assignment]
+    if args.no_topology:
+        from queues import demo_org
+
+        demo_org.FLAVORS = [
+            {k: v for k, v in flavor.items() if k != "topology_name"} for flavor in demo_org.FLAVORS
+        ]
     call_command("seed_demo", "--quiet-logins", stdout=StringIO())
     backend = SimulatedBackend()
     reconcile(backend, trigger=ReconcileRun.Trigger.MANUAL)
@@ -186,7 +198,8 @@ def run(args: argparse.Namespace) -> None:
             asked[key] = Asked(
                 clock.at,
                 forecast.fits_now,
-                (forecast.earliest_start, forecast.latest_start),
+                dry_place=f"{cluster_queue} #{forecast.position}",
+                dry=(forecast.earliest_start, forecast.latest_start),
             )
         kueue.tick(now)
         backend.prune_log()
@@ -319,6 +332,17 @@ def report(
             )
             if e.admitted is None:
                 print(f"    {_still(e.workload)}")
+    if verbose:
+        print(f"fits now: yes, but not admitted within {2 * step:g} s:")
+        for e in said_fits:
+            if e.admitted is not None and (e.admitted - e.submitted).total_seconds() <= 2 * step:
+                continue
+            waited_for = (
+                f"+{(e.admitted - e.submitted).total_seconds():.0f} s" if e.admitted else "never"
+            )
+            print(
+                f"  {e.workload:<40} {e.dry_place:<20} asked {e.submitted:%H:%M:%S}, {waited_for}"
+            )
     share = right / len(said_fits) if said_fits else None
     print(
         f"fits now: yes for {len(said_fits)} jobs, admitted within {2 * step:g} s: "
@@ -335,6 +359,11 @@ def main() -> int:
     parser.add_argument("--speedup", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--verbose", action="store_true", help="list the misses")
+    parser.add_argument(
+        "--no-topology",
+        action="store_true",
+        help="seed h100-ondemand without its Topology (placement by quota alone)",
+    )
     args = parser.parse_args()
     return with_scratch_database("bench/estimates.py", lambda: run(args))
 
