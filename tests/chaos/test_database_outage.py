@@ -110,12 +110,11 @@ class Load:
         self.note("api-list", status, headers, problem)
 
     def page(self, client: int) -> None:
-        request = f"{self.base}/jobs/"
+        # Oldest first: the seeded jobs stay on the first page however many the
+        # load submits (newest first, 50 submissions push them off the page).
+        request = f"{self.base}/jobs/?sort=submitted_at"
         status, headers, body = _page(request, self.session)
         problem = ""
-        # The newest seeded job: the page counts its rows and then reads them in
-        # two queries, so a job submitted in between pushes the oldest row off
-        # the end of the page (a race of any paginated list, outage or not).
         name = list(self.jobs.values())[-1]
         if status == 200 and name.encode() not in body:
             problem = f"{headers.get('X-Final-Url')} does not show {name}"
