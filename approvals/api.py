@@ -247,6 +247,16 @@ PENDING = OpenApiResponse(
 INVALID = OpenApiResponse(description="bad input (a rejection without a reason, a long comment)")
 
 
+# What approve and reject answer: decided (200), stored but pending (202), or refused.
+DECISION_RESPONSES = {
+    200: ApprovalSerializer,
+    202: PENDING,
+    400: INVALID,
+    403: REFUSED,
+    409: CONFLICT,
+}
+
+
 class ApprovalViewSet(
     HiddenObjectsLogged,
     mixins.ListModelMixin,
@@ -301,13 +311,7 @@ class ApprovalViewSet(
     @extend_schema(
         request=ApproveSerializer,
         parameters=[IDEMPOTENCY_KEY],
-        responses={
-            200: ApprovalSerializer,
-            202: PENDING,
-            400: INVALID,
-            403: REFUSED,
-            409: CONFLICT,
-        },
+        responses=DECISION_RESPONSES,
     )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str | None = None, **kwargs: Any) -> Response:
@@ -319,13 +323,7 @@ class ApprovalViewSet(
     @extend_schema(
         request=RejectSerializer,
         parameters=[IDEMPOTENCY_KEY],
-        responses={
-            200: ApprovalSerializer,
-            202: PENDING,
-            400: INVALID,
-            403: REFUSED,
-            409: CONFLICT,
-        },
+        responses=DECISION_RESPONSES,
     )
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str | None = None, **kwargs: Any) -> Response:
