@@ -115,10 +115,11 @@ if BERTH_JOB_CREATE_ATTEMPTS > 1000:
         f"BERTH_JOB_CREATE_ATTEMPTS={BERTH_JOB_CREATE_ATTEMPTS} is too large: it must be at "
         "most 1000 (past that, a job would wait hours to be told the cluster keeps failing)"
     )
-# A job's create that no worker has taken up this many seconds after it was queued
-# is queued again by the sweeper (every 5 s), once: its message was lost (a worker
-# killed just after taking it holds it unacknowledged, and Redis hands it out again
-# only after the 2 h visibility timeout). Only while fewer than
+# A job's create that no worker has taken up this many seconds after it was queued,
+# or whose attempt has not finished (nor said it will retry) this long after it
+# began, is queued again by the sweeper (every 5 s), once: its message was lost (a
+# worker killed after taking it holds it unacknowledged, and Redis hands it out
+# again only after the 2 h visibility timeout). Only while fewer than
 # BERTH_JOB_REDRIVE_QUEUE_LIMIT messages wait in Berth's queue: with a longer one it
 # is probably just waiting in line, and the one-minute sweep applies. Creates are
 # idempotent: a duplicate message finds the object it made and creates nothing more.
@@ -416,8 +417,8 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Jobs whose create or delete task was lost: queue it again.
     # Every 5 s: a create that could not be queued goes as soon as the broker is
-    # back; one no worker took up (lost with a killed worker) after
-    # BERTH_JOB_CREATE_REDRIVE_SECONDS; anything else left behind after a minute.
+    # back; one no worker took up, or whose attempt never finished (lost with a
+    # killed worker), after BERTH_JOB_CREATE_REDRIVE_SECONDS; anything else left behind after a minute.
     # A sweep that finds nothing to do costs two indexed queries.
     "sweep-jobs": {"task": "jobs.tasks.sweep_jobs", "schedule": 5},
 }

@@ -113,24 +113,31 @@ def _not_queued(job_id: int) -> None:
 
 
 CREATE_REQUEUED = "CreateRequeued"
+CREATE_RETRYING = "CreateRetrying"
 
 
-def queued_again(job_id: int, *, lost: bool = False) -> None:
+def queued_again(job_id: int, *, lost: int | None = None) -> None:
     """Its create was queued again by the sweeper, now: the next re-drive is
     counted from here (at most one message per job per wait, however long the
-    workers are away). ``lost``: no worker had taken up the one before, which
-    is said on the job, and it is re-driven early only this once. Compare-and-set:
-    a worker that took it up meanwhile (an attempt made) wins."""
+    workers are away). ``lost`` (the attempts it had made): its message was
+    lost — no worker had taken it up, or the worker that took it stopped in
+    the middle — which is said on the job, and it is re-driven early only this
+    once. Compare-and-set: a worker that took it up meanwhile (an attempt
+    made) wins."""
     now = timezone.now()
     rows = JobRequest.objects.filter(pk=job_id, state=JobState.SUBMITTED)
-    if lost:
-        rows.filter(create_attempts=0).update(
+    if lost is not None:
+        waited = settings.BERTH_JOB_CREATE_REDRIVE_SECONDS
+        what = (
+            f"no worker had taken up its creation {waited} s after it was queued"
+            if lost == 0
+            else f"its creation (attempt {lost}) had not finished {waited} s after it began"
+        )
+        rows.filter(create_attempts=lost).update(
             reason=CREATE_REQUEUED,
             message=(
-                "Queued again: no worker had taken up its creation "
-                f"{settings.BERTH_JOB_CREATE_REDRIVE_SECONDS} s after it was queued (the task "
-                "was lost, say with a worker that stopped). It is created once however often "
-                "it is queued."
+                f"Queued again: {what} (the task was lost, say with a worker that "
+                "stopped). It is created once however often it is queued."
             ),
             updated_at=now,
         )
@@ -216,7 +223,7 @@ def create_on_cluster(backend: ClusterBackend, job_id: int) -> str:
         _note(
             job,
             JobState.SUBMITTED,
-            "CreateRetrying",
+            CREATE_RETRYING,
             f"attempt {attempt} of {limit} to create it on the cluster failed; "
             f"Berth tries again: {exc}",
         )
@@ -378,16 +385,17 @@ def stuck_jobs(older_than: timedelta) -> tuple[list[int], list[int]]:
     )
 
 
-def unpicked_creates(after: timedelta) -> list[int]:
-    """Creates queued more than ``after`` ago that no worker has taken up (no
-    attempt made: an attempt's first step counts it), not yet re-driven for
-    that. With a short queue such a message is lost, not waiting: a worker
-    killed just after taking it holds it unacknowledged, and Redis hands it out
-    again only after its visibility timeout (hours)."""
-    return list(
-        JobRequest.objects.filter(
-            state=JobState.SUBMITTED, create_attempts=0, updated_at__lt=timezone.now() - after
-        )
-        .exclude(reason__in=[QUEUE_UNAVAILABLE, CREATE_REQUEUED])
-        .values_list("pk", flat=True)[:500]
+def lost_creates(after: timedelta) -> dict[int, int]:
+    """Creates whose message looks lost, by job id with the attempts made:
+    queued more than ``after`` ago and taken up by no worker (no attempt made:
+    an attempt's first step counts it), or taken up more than ``after`` ago by
+    an attempt that neither finished nor said it would retry (its worker was
+    killed in the middle: a create takes well under a second). Not yet
+    re-driven for that. With a short queue such a message is lost, not
+    waiting: a worker killed after taking it holds it unacknowledged, and
+    Redis hands it out again only after its visibility timeout (hours)."""
+    return dict(
+        JobRequest.objects.filter(state=JobState.SUBMITTED, updated_at__lt=timezone.now() - after)
+        .exclude(reason__in=[QUEUE_UNAVAILABLE, CREATE_REQUEUED, CREATE_RETRYING])
+        .values_list("pk", "create_attempts")[:500]
     )

@@ -16,11 +16,11 @@ from jobs.services import (
     create_on_cluster,
     delete_failed,
     delete_from_cluster,
+    lost_creates,
     not_configured,
     queued_again,
     requeued_delete,
     stuck_jobs,
-    unpicked_creates,
 )
 from queues.backends import get_backend
 from queues.backends.base import BackendError
@@ -58,20 +58,22 @@ def sweep_jobs() -> int:
     """The intent lives in Postgres: re-queue creates and deletes that a lost
     task, a killed worker or spent retries left behind. A create that could
     not be queued at all goes at once; one queued but taken up by no worker
-    within ``BERTH_JOB_CREATE_REDRIVE_SECONDS`` goes then (once), while the
+    within ``BERTH_JOB_CREATE_REDRIVE_SECONDS``, or whose attempt has not
+    finished that long after it began, goes then (once), while the
     queue is short (``BERTH_JOB_REDRIVE_QUEUE_LIMIT``: a longer one means it
     is probably waiting in line); anything else with no attempt and no re-queue
     in the last minute goes then. Creates are idempotent, so a duplicate
     message creates nothing more. Returns how many were queued."""
     creates, deletes = stuck_jobs(older_than=timedelta(seconds=60))
-    lost = unpicked_creates(timedelta(seconds=settings.BERTH_JOB_CREATE_REDRIVE_SECONDS))
-    lost = [job_id for job_id in lost if job_id not in creates]
+    lost = lost_creates(timedelta(seconds=settings.BERTH_JOB_CREATE_REDRIVE_SECONDS))
+    for job_id in creates:
+        lost.pop(job_id, None)
     if lost and not queue_is_short():
-        lost = []
+        lost = {}
     queued = 0
     for job_id in [*creates, *lost]:
         if send(create_job.name, job_id, stored=f"job {job_id}: swept"):
-            queued_again(job_id, lost=job_id in lost)
+            queued_again(job_id, lost=lost.get(job_id))
             queued += 1
     for job_id in deletes:
         if send(delete_job.name, job_id, stored=f"job {job_id}: swept"):

@@ -60,14 +60,16 @@ REDIS_RESTART_AFTER_KILL = 3  # Redis goes down once, after this many worker kil
 ANSWERS_WHILE_BROKER_DOWN = 5  # submissions stored (202) while nothing listens on Redis
 CLIENTS = 3  # submitting at once, to gunicorn's two workers
 # Submissions between two faults: all six land in the first 60% of them, so
-# the minute a create lost with a killed worker waits for the sweeper overlaps
-# the rest.
+# the wait of a create lost with a killed worker for the sweeper overlaps the
+# rest.
 SPACING = JOBS // 10
 JOB_PATH = r"/namespaces/research/jobs/[^/]+$"
 HOLD_SECONDS = 1.0  # the cluster holds a create this long while its worker is killed
 SWEEP_EVERY = 5.0  # seconds, as beat sends sweep-jobs
-# The sweeper re-queues a create lost with a killed worker or a dead Redis once
-# it is a minute old; a few sweeps after that, everything must be there.
+# The sweeper re-queues a create lost with a killed worker or a dead Redis
+# BERTH_JOB_CREATE_REDRIVE_SECONDS after it was queued or its attempt began, or,
+# while a long queue waits, once it is a minute old; a few sweeps after that,
+# everything must be there.
 SETTLE_SECONDS = 150
 URL = "/api/v1/jobs/"
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from controlplane.celery import app
 from jobs.models import JobRequest, JobState
-from jobs.services import CREATE_REQUEUED, create_on_cluster
+from jobs.services import CREATE_REQUEUED, CREATE_RETRYING, create_on_cluster
 from jobs.tasks import create_job, sweep_jobs, waiting_messages
 from queues.backends.base import TYPES, ClusterBackend
 from queues.backends.simulated import SimulatedBackend
@@ -119,6 +119,45 @@ def test_with_a_long_queue_an_unstarted_create_waits_its_turn(
         aged(job_id, 61)
     assert sweep_jobs() == 3  # the minute's sweep still applies
     assert sweep_jobs() == 0  # and counts its minute from there
+
+
+@pytest.mark.worker
+def test_a_create_whose_worker_died_mid_attempt_is_queued_again_within_seconds(
+    org: Org, queue: tuple[redis.Redis, str], settings: Any
+) -> None:
+    """A worker that began an attempt (counted) and was killed before it
+    finished or said it would retry: the attempt is taken for lost after the
+    same seconds, not after the minute's sweep; once."""
+    broker, name = queue
+    settings.BERTH_JOB_CREATE_REDRIVE_SECONDS = 10
+    job_id = org.alice.post(URL, job(), format="json").json()["id"]
+    broker.delete(name)
+    # The attempt's first step, as create_on_cluster takes it; then the kill.
+    JobRequest.objects.filter(pk=job_id).update(create_attempts=1)
+    aged(job_id, 9)
+    assert sweep_jobs() == 0  # the attempt may still be under way
+    aged(job_id, 11)
+    assert sweep_jobs() == 1
+    stored = JobRequest.objects.get(pk=job_id)
+    assert (stored.state, stored.reason) == (JobState.SUBMITTED, CREATE_REQUEUED)
+    assert "its creation (attempt 1) had not finished 10 s after it began" in stored.message
+    assert broker.llen(name) == 1
+    aged(job_id, 30)
+    assert sweep_jobs() == 0  # early once; from here the minute's sweep
+
+
+def test_a_create_that_said_it_retries_waits_for_its_retry(org: Org, settings: Any) -> None:
+    """An attempt that failed and said so (``CreateRetrying``) has a Celery retry
+    on its way: the sweeper leaves it to that for the minute."""
+    settings.BERTH_JOB_CREATE_REDRIVE_SECONDS = 10
+    with broker_down():
+        job_id = org.alice.post(URL, job(), format="json").json()["id"]
+    JobRequest.objects.filter(pk=job_id).update(create_attempts=1, reason=CREATE_RETRYING)
+    aged(job_id, 30)
+    assert waiting_messages() == 0
+    assert sweep_jobs() == 0
+    aged(job_id, 61)
+    assert sweep_jobs() == 1
 
 
 def test_with_the_broker_down_nothing_is_redriven_early(org: Org) -> None:
