@@ -244,3 +244,6 @@ class PolicyChangeSerializer(serializers.Serializer):
     changed_fields = serializers.ListField(child=serializers.CharField(), read_only=True)
     before = serializers.JSONField(read_only=True, allow_null=True)
     after = serializers.JSONField(read_only=True, allow_null=True)
+    note = serializers.CharField(
+        read_only=True, help_text="where the change came from, e.g. an import from a cluster"
+    )

@@ -30,6 +30,9 @@ class PolicyChange(models.Model):
     team_slug = models.CharField(max_length=63, blank=True)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+    # Where a change came from when not typed in Berth, e.g. "imported from
+    # cluster prod-a by alice" (``manage.py import_kueue``).
+    note = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["-at", "-id"]

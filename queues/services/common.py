@@ -6,6 +6,7 @@ import logging
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from django.db import connection, models, transaction
@@ -55,6 +56,20 @@ def _request_reconcile() -> None:
     send("queues.tasks.reconcile_policy", "policy-change", stored="policy stored")
 
 
+_NOTE: ContextVar[str] = ContextVar("berth_policy_change_note", default="")
+
+
+@contextmanager
+def noted(note: str) -> Iterator[None]:
+    """Every history entry recorded inside carries ``note`` (where the changes
+    came from), without each service taking it as an argument."""
+    token = _NOTE.set(note[:500])
+    try:
+        yield
+    finally:
+        _NOTE.reset(token)
+
+
 def record_change(
     *,
     actor: Any,
@@ -78,6 +93,7 @@ def record_change(
         team_slug=team_slug,
         before=dict(before) if before is not None else None,
         after=dict(after) if after is not None else None,
+        note=_NOTE.get(),
     )
 
 
