@@ -7,11 +7,12 @@ from queues.models.flavors import ResourceFlavor
 from queues.models.history import PolicyChange
 from queues.models.kueue_configuration import KueueConfiguration
 from queues.models.queues import ClusterQueue, LocalQueue, Quota
-from queues.models.reconcile import DriftRecord, ReconcileRun
+from queues.models.reconcile import AdoptedObject, DriftRecord, ReconcileRun
 from queues.models.teams import Team, TeamMembership, TeamNamespace
 from queues.models.topologies import Topology
 
 __all__ = [
+    "AdoptedObject",
     "ClusterQueue",
     "Cohort",
     "DriftRecord",

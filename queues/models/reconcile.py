@@ -66,3 +66,32 @@ class DriftRecord(models.Model):
 
     def __str__(self) -> str:
         return f"drift in {self.kind} {self.name}: {', '.join(self.fields)}"
+
+
+class AdoptedObject(models.Model):
+    """A cluster object Berth did not make that an import took into the policy
+    (``manage.py import_kueue --apply``). Reconcile takes it over instead of
+    refusing it as someone else's; once taken over it carries Berth's label and
+    is Berth's like any other. Kept afterwards as a record of where it came from."""
+
+    kind = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    source = models.CharField(
+        max_length=500, help_text="e.g. imported from cluster prod-a by alice"
+    )
+    imported_at = models.DateTimeField(auto_now_add=True)
+    # Field managers of the object when it was imported (from managedFields).
+    managers = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["kind", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "namespace", "name"], name="unique_adopted_object"
+            )
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
