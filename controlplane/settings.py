@@ -104,6 +104,14 @@ BERTH_SHARED_FIGURES_SECONDS = env.number("BERTH_SHARED_FIGURES_SECONDS", 5, min
 BERTH_NODE_GPUS = env.number("BERTH_NODE_GPUS", 8, minimum=1)
 # Checkpoint interval assumed for jobs that checkpoint but do not say how often.
 BERTH_CHECKPOINT_INTERVAL = env.number("BERTH_CHECKPOINT_INTERVAL", 1800, minimum=60)
+# The currency of every flavor's GPU-hour price and the showback costs (docs/showback.md):
+# one ISO 4217 code for the whole installation; prices are not converted.
+BERTH_CURRENCY = env.text("BERTH_CURRENCY", "USD").strip().upper()
+if not (len(BERTH_CURRENCY) == 3 and BERTH_CURRENCY.isascii() and BERTH_CURRENCY.isalpha()):
+    raise ConfigError(
+        f"BERTH_CURRENCY={BERTH_CURRENCY!r} is not a currency code: give three letters "
+        "of ISO 4217, e.g. USD, EUR or GBP"
+    )
 # Attempts to create a job on the cluster while it answers with transient errors
 # (429, 5xx, timeouts, refused connections) before the job is rejected saying so.
 # A worker tries six times with backoff (about half a minute), then the sweeper
