@@ -1,0 +1,303 @@
+"""Classic preemption's attempts and hierarchical search, pinned against Kueue
+v0.19 (pkg/scheduler/preemption: preemption.go's classicalPreemptions,
+classical/candidate_generator.go and classical/hierarchical_preemption.go),
+and steps both searches share: the victim order's tie-breaks, the fit test and
+who may be a candidate at all (no database).
+
+The attempts: Kueue tries "with borrowing" only, when no other queue has a
+candidate or when borrowWithinCohort is Never and the preemptor's queue is not
+strictly under its nominal quota in every contested resource; "without
+borrowing, then with" when borrowWithinCohort is Never and no candidate has the
+hierarchical advantage; "with, then without" otherwise.
+
+The hierarchy: walking from the preemptor's queue up to the root, a request that
+fits a node's quota gives the preemptor the hierarchical advantage over every
+candidate found above that node (reason InCohortReclamation, whatever
+borrowWithinCohort says); each level skips the subtree searched before it, and
+what the node keeps for itself (lendingLimit) is deducted before asking its
+parent.
+
+Each test says who is preempted and with which reason (Kueue's Preempted
+condition reason), and, where it matters, why the rule changes the outcome.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queues.engine.runner import scheduler_for
+from queues.engine.scenario import parse
+from queues.engine.scheduler import Scheduler
+
+GPU = "nvidia.com/gpu"
+CPU = "cpu"
+
+Quota = int | dict[str, int]
+
+
+def cq(
+    name: str, cohort: str | None, quotas: dict[str, Quota], **preemption: Any
+) -> dict[str, Any]:
+    """A ClusterQueue with one flavor ("default") covering ``quotas``' resources;
+    a quota is a nominal quota or a dict of nominalQuota and limits."""
+    resources = [
+        {"name": resource, "nominalQuota": quota}
+        if isinstance(quota, int)
+        else {"name": resource, **quota}
+        for resource, quota in quotas.items()
+    ]
+    queue: dict[str, Any] = {
+        "name": name,
+        "resourceGroups": [
+            {
+                "coveredResources": list(quotas),
+                "flavors": [{"name": "default", "resources": resources}],
+            }
+        ],
+    }
+    if cohort is not None:
+        queue["cohortName"] = cohort
+    if preemption:
+        queue["preemption"] = preemption
+    return queue
+
+
+def cohort(name: str, parent: str | None = None, **quotas: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name}
+    if parent is not None:
+        entry["parentName"] = parent
+    if quotas:
+        resources = {GPU if r == "gpu" else r: n for r, n in quotas.items()}
+        entry["resourceGroups"] = [
+            {
+                "coveredResources": list(resources),
+                "flavors": [
+                    {
+                        "name": "default",
+                        "resources": [{"name": r, "nominalQuota": n} for r, n in resources.items()],
+                    }
+                ],
+            }
+        ]
+    return entry
+
+
+def running(
+    name: str,
+    queue: str,
+    requests: dict[str, int],
+    priority: int = 0,
+    admitted: float | None = 1,
+) -> dict[str, Any]:
+    """A workload holding quota in ``queue`` since ``admitted`` (None: no time)."""
+    workload: dict[str, Any] = {
+        "name": name,
+        "clusterQueue": queue,
+        "priority": priority,
+        "creationTime": 0,
+        "podSets": [{"requests": requests}],
+        "admission": {"main": {resource: "default" for resource in requests}},
+    }
+    if admitted is not None:
+        workload["admittedAt"] = admitted
+    return workload
+
+
+def waiting(name: str, queue: str, requests: dict[str, int], priority: int = 10) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clusterQueue": queue,
+        "priority": priority,
+        "creationTime": 10,
+        "podSets": [{"requests": requests}],
+    }
+
+
+def scheduler_of(
+    queues: list[dict[str, Any]],
+    workloads: list[dict[str, Any]],
+    cohorts: list[dict[str, Any]] | None = None,
+    *,
+    fair_sharing: bool = False,
+) -> Scheduler:
+    document: dict[str, Any] = {
+        "resourceFlavors": [{"name": "default"}],
+        "cohorts": cohorts if cohorts is not None else [{"name": "c"}],
+        "clusterQueues": queues,
+        "workloads": workloads,
+    }
+    if fair_sharing:
+        document["fairSharing"] = {"enable": True}
+    return scheduler_for(parse(document))
+
+
+def one_cycle(
+    queues: list[dict[str, Any]],
+    workloads: list[dict[str, Any]],
+    cohorts: list[dict[str, Any]] | None = None,
+    *,
+    fair_sharing: bool = False,
+    now: float | None = None,
+) -> tuple[dict[str, str], Scheduler]:
+    """One scheduling cycle: each victim's name with its Preempted reason."""
+    scheduler = scheduler_of(queues, workloads, cohorts, fair_sharing=fair_sharing)
+    result = scheduler.cycle(now=now)
+    assert result.admitted == {}, result.admitted
+    victims = {p.victim.removeprefix("default/"): str(p.reason) for p in result.preempted}
+    return victims, scheduler
+
+
+def waits_for_victims(scheduler: Scheduler, name: str = "p") -> bool:
+    return scheduler.status[f"default/{name}"].reason == "WaitingForPreemptedWorkloads"
+
+
+# borrowWithinCohort left out of both: Never.
+NEVER_BORROW = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "LowerPriority"}
+RECLAIM_ANY = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+
+
+# ------------------------------------------------------------------ the attempts
+
+
+def test_without_candidates_in_other_queues_only_the_borrowing_attempt_runs() -> None:
+    """NoCandidateFromOtherQueues: a single attempt, with borrowing, even though
+    borrowWithinCohort is Never and the queue is under its nominal quota. Tried
+    without borrowing first, p would take both of its queue's workloads to fit
+    in its nominal 4; with borrowing, the newer one is enough."""
+    victims, scheduler = one_cycle(
+        [cq("a", "c", {GPU: 4}, **NEVER_BORROW), cq("b", "c", {GPU: 4})],
+        [
+            running("a-old", "a", {GPU: 1}, admitted=1),
+            running("a-new", "a", {GPU: 1}, admitted=2),
+            running("b-within", "b", {GPU: 3}),  # within b's nominal: no candidate
+            waiting("p", "a", {GPU: 4}),
+        ],
+    )
+    # 5 of 8 used; p needs 4. Without a-new, 4 are free (p borrows 1 of b's unused).
+    assert victims == {"a-new": "InClusterQueue"}
+    assert waits_for_victims(scheduler)
+
+
+def test_borrowing_forbidden_tries_without_borrowing_first_when_no_candidate_is_hierarchical() -> (
+    None
+):
+    """borrowWithinCohort Never, under nominal, another queue's borrower a
+    candidate, none with the hierarchical advantage: the attempt without
+    borrowing runs first and wins even though the one with borrowing would have
+    needed fewer victims. p must fit in a's nominal 4, so both of a's workloads
+    go; b's borrower is given back by the fill-back."""
+    victims, scheduler = one_cycle(
+        [
+            cq("a", "c", {GPU: 4}, **NEVER_BORROW),
+            cq("b", "c", {GPU: 2}),
+            cq("lender", "c", {GPU: 4}),
+        ],
+        [
+            running("a-old", "a", {GPU: 1}, admitted=1),
+            running("a-new", "a", {GPU: 1}, admitted=2),
+            running("b-borrower", "b", {GPU: 5}),
+            waiting("p", "a", {GPU: 4}),
+        ],
+    )
+    # 7 of 10 used, 3 free. With borrowing allowed, a-new alone would free 4.
+    assert victims == {"a-old": "InClusterQueue", "a-new": "InClusterQueue"}
+    assert waits_for_victims(scheduler)
+
+
+def test_borrowing_forbidden_at_nominal_runs_only_the_borrowing_attempt() -> None:
+    """borrowWithinCohort Never and the queue at (not strictly under) its nominal
+    quota in a contested resource: only the attempt with borrowing runs, where a
+    reclaim-without-borrowing candidate is never valid. Here it cannot fit: the
+    cpu b borrows is what p lacks, and p may not take it, so nobody is
+    preempted. (Kueue compares usage < nominal: a at 4 of 4 gpu is not under.)"""
+    victims, scheduler = one_cycle(
+        [
+            cq("a", "c", {GPU: 4, CPU: 8}, **RECLAIM_ANY),
+            cq("b", "c", {GPU: 4, CPU: 0}),
+        ],
+        [
+            running("a-low", "a", {GPU: 4, CPU: 2}),
+            running("b-gpu", "b", {GPU: 4}),
+            running("b-cpu", "b", {CPU: 6}),  # borrows 6 of a's cpu
+            waiting("p", "a", {GPU: 2, CPU: 4}),
+        ],
+    )
+    # Both gpu (8 of 8) and cpu (8 of 8) are contested. Allowing borrowing, only a-low
+    # may go: 4 gpu but only 2 cpu free. Without borrowing (not tried), b-cpu and
+    # a-low would have made room.
+    assert victims == {}
+    status = scheduler.status["default/p"]
+    assert status.reason == "WaitingForQuota"
+
+
+def test_a_resource_the_queue_has_never_used_counts_as_under_nominal() -> None:
+    """The queue is under nominal when usage < nominal in every contested
+    resource, a resource it has never used counting as 0. a uses no gpu (nominal
+    1) and 2 of 4 cpu: under, so with borrowWithinCohort Never and no
+    hierarchical candidate the attempt without borrowing runs (first) and takes
+    b's borrower and a's own workload."""
+    victims, scheduler = one_cycle(
+        [
+            cq("a", "c", {GPU: 1, CPU: 4}, **RECLAIM_ANY),
+            cq("b", "c", {GPU: 0, CPU: 0}),
+        ],
+        [
+            running("a-own", "a", {CPU: 2}),
+            running("b-borrower", "b", {GPU: 1, CPU: 2}),
+            waiting("p", "a", {GPU: 1, CPU: 4}),
+        ],
+    )
+    # Allowing borrowing only, b's borrower may not go and 0 gpu would stay free.
+    assert victims == {"b-borrower": "InCohortReclamation", "a-own": "InClusterQueue"}
+    assert waits_for_victims(scheduler)
+
+
+def test_a_failed_borrowing_attempt_is_followed_by_one_without_borrowing() -> None:
+    """Default order (borrowWithinCohort allowed): with borrowing, then without.
+    b's borrower has a priority above maxPriorityThreshold, so it may only be
+    reclaimed if p then does not borrow: the first attempt fails, the second
+    takes it and a's own workload."""
+    victims, scheduler = one_cycle(
+        [
+            cq(
+                "a",
+                "c",
+                {GPU: 4},
+                withinClusterQueue="LowerPriority",
+                reclaimWithinCohort="LowerPriority",
+                borrowWithinCohort={"policy": "LowerPriority", "maxPriorityThreshold": 0},
+            ),
+            cq("b", "c", {GPU: 4}),
+        ],
+        [
+            running("a-own", "a", {GPU: 2}),
+            running("b-borrower", "b", {GPU: 6}, priority=5),
+            waiting("p", "a", {GPU: 4}),
+        ],
+    )
+    assert victims == {"b-borrower": "InCohortReclamation", "a-own": "InClusterQueue"}
+    assert waits_for_victims(scheduler)
+
+
+def test_hierarchical_candidates_make_the_borrowing_attempt_run_first_even_when_forbidden() -> None:
+    """borrowWithinCohort Never, but p's request fits its cohort x (x's own
+    quota): b's borrower, found above x, is a hierarchical candidate, so the
+    attempt with borrowing runs first and takes it alone. Without borrowing
+    first, a's own workload would have gone too (p then fits a's nominal 4)."""
+    victims, scheduler = one_cycle(
+        [
+            cq("a", "x", {GPU: 4}, **NEVER_BORROW),
+            cq("s", "x", {GPU: 2}),
+            cq("b", "r", {GPU: 0}),
+        ],
+        [
+            running("a-own", "a", {GPU: 2}),
+            running("s-borrower", "s", {GPU: 3}),  # borrows inside x: by priority only
+            running("b-borrower", "b", {GPU: 4}),
+            waiting("p", "a", {GPU: 4}),
+        ],
+        [cohort("r"), cohort("x", "r", gpu=3)],
+    )
+    # x: quota 9, used 5; p's 4 fit in x. The root (9) is full.
+    assert victims == {"b-borrower": "InCohortReclamation"}
+    assert waits_for_victims(scheduler)
