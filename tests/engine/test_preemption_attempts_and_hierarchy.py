@@ -301,3 +301,140 @@ def test_hierarchical_candidates_make_the_borrowing_attempt_run_first_even_when_
     # x: quota 9, used 5; p's 4 fit in x. The root (9) is full.
     assert victims == {"b-borrower": "InCohortReclamation"}
     assert waits_for_victims(scheduler)
+
+
+# ------------------------------------------------------------ the hierarchy
+
+
+def test_a_request_that_fits_the_queues_nominal_quota_reclaims_hierarchically() -> None:
+    """QuantitiesFitInQuota at the queue itself: a's 4 free nominal GPUs hold
+    p's request exactly (subtree >= usage + request, a having used none), so
+    b's borrower is reclaimed with the hierarchical advantage: reason
+    InCohortReclamation, although borrowWithinCohort would call a lower-priority
+    borrower InCohortReclaimWhileBorrowing."""
+    victims, scheduler = one_cycle(
+        [
+            cq(
+                "a",
+                "c",
+                {GPU: 4},
+                reclaimWithinCohort="LowerPriority",
+                borrowWithinCohort={"policy": "LowerPriority"},
+            ),
+            cq("b", "c", {GPU: 0}),
+        ],
+        [running("b-borrower", "b", {GPU: 4}), waiting("p", "a", {GPU: 4})],
+    )
+    assert victims == {"b-borrower": "InCohortReclamation"}
+    message = scheduler.status["default/b-borrower"].message
+    assert "due to reclamation within the cohort; preemptor path: /c/a" in message
+
+
+def test_what_the_queue_keeps_for_itself_is_deducted_before_asking_its_cohort() -> None:
+    """The remaining request handed up is the request minus the node's local
+    available quota (kept by its lendingLimit). a keeps 2 of its 4 GPUs and
+    uses 1, so 3 of p's 4 are asked of x, which has 3 free of its 4: p has the
+    hierarchical advantage over b's borrower above x (InCohortReclamation, not
+    InCohortReclaimWhileBorrowing)."""
+    victims, scheduler = one_cycle(
+        [
+            cq(
+                "a",
+                "x",
+                {GPU: {"nominalQuota": 4, "lendingLimit": 2}},
+                reclaimWithinCohort="LowerPriority",
+                borrowWithinCohort={"policy": "LowerPriority"},
+            ),
+            cq("s", "x", {GPU: 2}),
+            cq("b", "r", {GPU: 0}),
+        ],
+        [
+            running("a-own", "a", {GPU: 1}, priority=20),
+            running("s-own", "s", {GPU: 1}),
+            running("b-borrower", "b", {GPU: 2}),
+            waiting("p", "a", {GPU: 4}),
+        ],
+        [cohort("r"), cohort("x", "r")],
+    )
+    # a may take 1 kept + 1 free at the root = 2 < 4; b-borrower's 2 make it 4.
+    assert victims == {"b-borrower": "InCohortReclamation"}
+    assert waits_for_victims(scheduler)
+
+
+def test_a_resource_held_in_the_queues_kept_quota_asks_nothing_of_its_cohort() -> None:
+    """A request the node's kept quota covers leaves nothing (not at least one
+    unit) to ask of the parent: p's 2 cpu fit in a's kept cpu, so x, whose cpu
+    quota is 0 and fully used, still holds p's remaining request and p keeps the
+    hierarchical advantage over b's borrower (InCohortReclamation)."""
+    victims, scheduler = one_cycle(
+        [
+            cq(
+                "a",
+                "x",
+                {
+                    GPU: {"nominalQuota": 4, "lendingLimit": 2},
+                    CPU: {"nominalQuota": 4, "lendingLimit": 0},
+                },
+                reclaimWithinCohort="LowerPriority",
+                borrowWithinCohort={"policy": "LowerPriority"},
+            ),
+            cq("s", "x", {GPU: 2, CPU: 0}),
+            cq("b", "r", {GPU: 0, CPU: 0}),
+        ],
+        [
+            running("a-own", "a", {GPU: 1}, priority=20),
+            running("s-own", "s", {GPU: 1}),
+            running("b-borrower", "b", {GPU: 2}),
+            waiting("p", "a", {GPU: 4, CPU: 2}),
+        ],
+        [cohort("r"), cohort("x", "r")],
+    )
+    assert victims == {"b-borrower": "InCohortReclamation"}
+    assert waits_for_victims(scheduler)
+
+
+def test_a_subtree_searched_at_one_level_is_skipped_at_the_next() -> None:
+    """Each level above the first skips the subtree the previous level searched,
+    so a workload is a candidate once. s (in x) borrows 6: its two workloads are
+    candidates at x; at the root, x is skipped. p needs 6 with 2 free: both of
+    s's workloads go (one would leave 5)."""
+    victims, scheduler = one_cycle(
+        [
+            cq(
+                "a",
+                "x",
+                {GPU: 2},
+                reclaimWithinCohort="Any",
+                borrowWithinCohort={"policy": "LowerPriority"},
+            ),
+            cq("s", "x", {GPU: 0}),
+            cq("lender", "r", {GPU: 6}),
+        ],
+        [
+            running("s-old", "s", {GPU: 3}, admitted=1),
+            running("s-new", "s", {GPU: 3}, admitted=2),
+            waiting("p", "a", {GPU: 6}),
+        ],
+        [cohort("r"), cohort("x", "r")],
+    )
+    assert victims == {
+        "s-old": "InCohortReclaimWhileBorrowing",
+        "s-new": "InCohortReclaimWhileBorrowing",
+    }
+    assert waits_for_victims(scheduler)
+
+
+def test_a_workload_that_is_no_candidate_does_not_shield_the_rest_of_its_queue() -> None:
+    """Every workload of a queue above its nominal quota is judged on its own:
+    b's first workload has a higher priority than p (not a candidate under
+    LowerPriority), its second is reclaimed."""
+    victims, scheduler = one_cycle(
+        [cq("a", "c", {GPU: 4}, reclaimWithinCohort="LowerPriority"), cq("b", "c", {GPU: 0})],
+        [
+            running("b-high", "b", {GPU: 2}, priority=20),
+            running("b-low", "b", {GPU: 2}),
+            waiting("p", "a", {GPU: 2}),
+        ],
+    )
+    assert victims == {"b-low": "InCohortReclamation"}
+    assert waits_for_victims(scheduler)
