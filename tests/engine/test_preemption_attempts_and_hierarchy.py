@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from queues.engine.model import FlavorResource
 from queues.engine.runner import scheduler_for
 from queues.engine.scenario import parse
 from queues.engine.scheduler import Scheduler
@@ -438,3 +439,96 @@ def test_a_workload_that_is_no_candidate_does_not_shield_the_rest_of_its_queue()
     )
     assert victims == {"b-low": "InCohortReclamation"}
     assert waits_for_victims(scheduler)
+
+
+# ------------------------------------------------ steps both searches share
+
+
+def test_a_one_unit_request_does_not_fit_where_nothing_is_available() -> None:
+    """workloadFits: the request must not exceed what is available (a request
+    of 1 against 0 does not fit). a may not borrow (borrowingLimit 0), so
+    removing b's borrower frees nothing a may use; a's own workload must go, and
+    b's borrower, tried first (other queues first), is given back."""
+    victims, scheduler = one_cycle(
+        [
+            cq(
+                "a",
+                "c",
+                {GPU: {"nominalQuota": 1, "borrowingLimit": 0}},
+                withinClusterQueue="LowerPriority",
+                reclaimWithinCohort="LowerPriority",
+                borrowWithinCohort={"policy": "LowerPriority"},
+            ),
+            cq("b", "c", {GPU: 1}),
+            cq("lender", "c", {GPU: 1}),
+        ],
+        [
+            running("a-own", "a", {GPU: 1}),
+            running("b-borrower", "b", {GPU: 2}),
+            waiting("p", "a", {GPU: 1}),
+        ],
+    )
+    assert victims == {"a-own": "InClusterQueue"}
+    assert waits_for_victims(scheduler)
+
+
+def test_a_workload_without_a_reservation_time_counts_as_reserved_now() -> None:
+    """CandidatesOrdering's quotaReservationTime: a workload holding quota
+    without a QuotaReserved time counts as reserved now, so among equal
+    priorities it is the most recently admitted and goes first."""
+    victims, _ = one_cycle(
+        [cq("q", None, {GPU: 4}, withinClusterQueue="LowerPriority")],
+        [
+            running("reserved-at-5", "q", {GPU: 2}, admitted=5),
+            running("no-time", "q", {GPU: 2}, admitted=None),
+            waiting("p", "q", {GPU: 2}),
+        ],
+        cohorts=[],
+        now=100,
+    )
+    assert victims == {"no-time": "InClusterQueue"}
+
+
+def test_on_a_fair_sharing_tie_another_queues_candidate_goes_before_the_own_queues() -> None:
+    """Fair sharing's target queue: between queues of equal share, the one whose
+    first candidate comes first in CandidatesOrdering, where other queues' come
+    before the preemptor's own. With p, a and b both borrow 2 of 8 (a in cpu, b
+    in gpu); a is within nominal in the contested gpu, so the chosen target's
+    workload goes without a share check: b's, by reclamation."""
+    victims, scheduler = one_cycle(
+        [
+            cq("a", "c", {GPU: 2, CPU: 2}, **RECLAIM_ANY),
+            cq("b", "c", {GPU: 2, CPU: 2}),
+            cq("lender", "c", {GPU: 4, CPU: 4}),
+        ],
+        [
+            running("a-own", "a", {GPU: 1, CPU: 3}),
+            running("b-borrower", "b", {GPU: 4}),
+            running("lender-own", "lender", {GPU: 3}),
+            waiting("p", "a", {GPU: 1, CPU: 1}),
+        ],
+        fair_sharing=True,
+    )
+    assert victims == {"b-borrower": "InCohortReclamation"}
+    assert waits_for_victims(scheduler)
+
+
+def test_a_workload_admitted_earlier_in_the_cycle_is_never_a_victim() -> None:
+    """Kueue adds the usage of a workload admitted earlier in the same cycle to
+    the snapshot without making it one of the queue's workloads, so a search
+    run later in the cycle never picks it. The search's ``exclude`` stands for
+    those: the same search without it takes the workload."""
+    scheduler = scheduler_of(
+        [cq("q", None, {GPU: 4}, withinClusterQueue="LowerPriority")],
+        [running("just-admitted", "q", {GPU: 4}), waiting("p", "q", {GPU: 4})],
+        cohorts=[],
+    )
+    preemptor = scheduler.workloads["default/p"]
+    queue = scheduler.policy.cluster_queues["q"]
+    gpu: FlavorResource = ("default", GPU)
+    anyone = scheduler.preemptor_for(set()).targets(preemptor, queue, {gpu}, {gpu: 4})
+    assert [(t.workload.name, str(t.reason)) for t in anyone] == [
+        ("just-admitted", "InClusterQueue")
+    ]
+    excluded = scheduler.preemptor_for({"default/just-admitted"})
+    assert excluded.targets(preemptor, queue, {gpu}, {gpu: 4}) == []
