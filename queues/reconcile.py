@@ -49,7 +49,7 @@ from queues.kueue.plan import (
 )
 from queues.kueue.render import KUEUE_VERSION, MANUAL_STEP, render
 from queues.locks import try_lock
-from queues.models import DriftRecord, PolicyChange, ReconcileRun
+from queues.models import AdoptedObject, DriftRecord, PolicyChange, ReconcileRun
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -161,11 +161,17 @@ def actual_objects(backend: ClusterBackend, calls: _Calls | None = None) -> list
     return objects
 
 
+def adopted_identities() -> set[tuple[str, str, str]]:
+    """Objects an import took into the policy: taken over, not refused."""
+    return set(AdoptedObject.objects.values_list("kind", "namespace", "name"))
+
+
 def compute_plan(backend: ClusterBackend, calls: _Calls | None = None) -> Plan:
     return make_plan(
         desired_objects(),
         actual_objects(backend, calls),
         manual=manual_steps(backend.writes_kueue_manager_config),
+        adopt=adopted_identities(),
     )
 
 

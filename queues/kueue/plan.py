@@ -22,7 +22,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,9 @@ CONFIGURATION_KINDS = {"ConfigMap"}
 # differ only when an object was deleted and made again under the same name
 # before a reconcile ran, or after a hand edit on a cluster without the CRD's rules.
 IMMUTABLE = {"Topology": ("spec.levels",)}
+# Fields server-side apply owns whole (a label selector is an atomic map): a
+# change anywhere in one changes the whole field's value.
+ATOMIC = ("spec.namespaceSelector",)
 
 
 @dataclass
@@ -74,6 +77,9 @@ class Change:
     force: bool = True
     # An update of an immutable field (``IMMUTABLE``): delete, then create.
     recreate: bool = False
+    # An object Berth takes over (imported): the fields whose value changes,
+    # which Berth takes from their previous manager (the rest it co-owns).
+    taken: list[str] = field(default_factory=list)
 
     @property
     def identity(self) -> Identity:
@@ -88,6 +94,7 @@ class Change:
             "fields": self.fields,
             "drift": self.drift,
             "note": self.note or None,
+            **({"taken_over": self.taken} if self.taken else {}),
         }
 
 
@@ -196,6 +203,81 @@ def _adopt_namespace(desired: Mapping[str, Any], current: dict[str, Any]) -> Cha
     )
 
 
+def _value_at(obj: Any, path: str) -> Any:
+    """The value at a plan's field path (``a.b[2].c``, where a key may hold
+    dots, as a label's does); None when absent."""
+    parts = path.replace("[", ".[").split(".")
+    node: Any = obj
+    i = 0
+    while i < len(parts) and node is not None:
+        part = parts[i]
+        if part.startswith("["):
+            index = int(part[1:-1])
+            node = node[index] if isinstance(node, list) and index < len(node) else None
+            i += 1
+            continue
+        if not isinstance(node, Mapping):
+            return None
+        # The longest run of parts that is a key here ("berth.dev/team").
+        for end in range(len(parts), i, -1):
+            key = ".".join(parts[i:end])
+            if key in node:
+                node, i = node[key], end
+                break
+        else:
+            return None
+    return node
+
+
+def _in_their_notation(desired: Any, actual: Any) -> Any:
+    """``desired`` with each value the cluster holds in another notation ("8"
+    where it has 8) written as the cluster has it: server-side apply compares
+    values exactly, so Berth then co-owns the field instead of conflicting."""
+    if isinstance(desired, Mapping):
+        if not isinstance(actual, Mapping):
+            return desired
+        return {key: _in_their_notation(value, actual.get(key)) for key, value in desired.items()}
+    if isinstance(desired, list):
+        if not isinstance(actual, list) or len(actual) != len(desired):
+            return desired
+        return [_in_their_notation(want, have) for want, have in zip(desired, actual, strict=True)]
+    return actual if desired != actual and _same_scalar(desired, actual) else desired
+
+
+def _take_over(key: Identity, desired: dict[str, Any], current: dict[str, Any]) -> Change:
+    """An object an import took into the policy. Server-side apply without
+    force where Berth sets what is there already (in the cluster's notation):
+    Berth then shares those fields with their manager, and adds its labels
+    (and what the object left out), which nobody owns. Only where Berth
+    changes a value does it take the field over (force); those fields are
+    ``taken``. Reconcile afterwards finds the object as it renders it."""
+    kind, namespace, name = key
+    body = _in_their_notation(desired, current)
+    body["metadata"] = desired["metadata"]
+    fields = []
+    for path in differences(_compared(body), current):
+        whole = next((a for a in ATOMIC if path == a or path.startswith(f"{a}.")), path)
+        if whole not in fields:
+            fields.append(whole)
+    taken = [
+        path
+        for path in fields
+        if not path.startswith("metadata.labels.") and _value_at(current, path) is not None
+    ]
+    return Change(
+        UPDATE,
+        kind,
+        namespace,
+        name,
+        desired=body,
+        actual=current,
+        fields=fields,
+        note="taken over by Berth (imported)",
+        force=bool(taken),
+        taken=taken,
+    )
+
+
 def _immutable(kind: str, fields: list[str]) -> list[str]:
     """The immutable fields of ``kind`` among the differing ``fields``."""
     frozen = IMMUTABLE.get(kind, ())
@@ -223,13 +305,20 @@ def make_plan(
     actual: Iterable[Mapping[str, Any]],
     *,
     manual: Mapping[str, str] | None = None,
+    adopt: Collection[Identity] = (),
 ) -> Plan:
     """``actual``: every object of the kinds Berth renders, managed or not.
-    ``manual``: kind -> instructions, for the kinds Berth must not write here."""
+    ``manual``: kind -> instructions, for the kinds Berth must not write here.
+    ``adopt``: objects not Berth's that an import took into the policy: Berth
+    takes them over instead of refusing them as conflicts."""
     manual = manual or {}
+    adopted = set(adopt)
     wanted = {identity(obj): dict(obj) for obj in desired}
     present = {identity(obj): dict(obj) for obj in actual}
-    changes = [_wanted_change(key, obj, present.get(key), manual) for key, obj in wanted.items()]
+    changes = [
+        _wanted_change(key, obj, present.get(key), manual, key in adopted)
+        for key, obj in wanted.items()
+    ]
     leftovers = [
         (key, obj) for key, obj in present.items() if key not in wanted and is_managed(obj)
     ]
@@ -240,7 +329,11 @@ def make_plan(
 
 
 def _wanted_change(
-    key: Identity, obj: dict[str, Any], current: dict[str, Any] | None, manual: Mapping[str, str]
+    key: Identity,
+    obj: dict[str, Any],
+    current: dict[str, Any] | None,
+    manual: Mapping[str, str],
+    adopted: bool = False,
 ) -> Change:
     """What to do about a desired object, given what the cluster has under its name."""
     kind, namespace, name = key
@@ -250,6 +343,8 @@ def _wanted_change(
         return Change(CREATE, kind, namespace, name, desired=obj)
     if not is_managed(current) and kind == "Namespace":
         return _adopt_namespace(obj, current)
+    if not is_managed(current) and adopted:
+        return _take_over(key, obj, current)
     if not is_managed(current):
         return Change(
             CONFLICT,

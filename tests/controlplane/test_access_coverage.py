@@ -49,7 +49,8 @@ OTHER_TEAMS = {
 APPROVERS = {"approvals", "approvals-history", "approvals-history-csv"}
 # Platform admins only (policy-plan: computing one; every user reads the latest).
 ADMINS = {
-    "policy", "kueue-configuration-editor", "policy-new", "policy-edit", "whatif", "whatif-run",
+    "policy", "kueue-configuration-editor", "kueue-import", "policy-new", "policy-edit", "whatif",
+    "whatif-run",
     "policy-plan", "policy-reconcile", "access-denial-list", "metrics", "team-remove-member",
 }  # fmt: skip
 POST_ONLY = {"approval-approve", "approval-reject", "policy-reconcile", "policy-plan"}
