@@ -426,7 +426,8 @@ CELERY_BEAT_SCHEDULE = {
     # Jobs whose create or delete task was lost: queue it again.
     # Every 5 s: a create that could not be queued goes as soon as the broker is
     # back; one no worker took up, or whose attempt never finished (lost with a
-    # killed worker), after BERTH_JOB_CREATE_REDRIVE_SECONDS; anything else left behind after a minute.
+    # killed worker), after BERTH_JOB_CREATE_REDRIVE_SECONDS; anything else left
+    # behind after a minute.
     # A sweep that finds nothing to do costs two indexed queries.
     "sweep-jobs": {"task": "jobs.tasks.sweep_jobs", "schedule": 5},
 }
