@@ -327,6 +327,12 @@ def takeover_lines(report: ImportReport) -> list[str]:
                 "team no longer uses the queue"
             )
         for path, managers in report.managers(change).items():
-            before = "by " + ", ".join(managers) if managers else "manager unknown"
-            lines.append(f"    takes over {path} (owned {before}): its value changes")
+            before = (
+                "owned by " + ", ".join(managers)
+                if managers
+                else "its manager unknown: files carry none"
+                if not report.from_cluster
+                else "owned by no manager"
+            )
+            lines.append(f"    takes over {path} ({before}): its value changes")
     return lines
