@@ -56,9 +56,16 @@ CONFIGURATION_KINDS = {"ConfigMap"}
 # differ only when an object was deleted and made again under the same name
 # before a reconcile ran, or after a hand edit on a cluster without the CRD's rules.
 IMMUTABLE = {"Topology": ("spec.levels",)}
-# Fields server-side apply owns whole (a label selector is an atomic map): a
+# Fields server-side apply owns whole (atomic maps and lists in Kueue's CRDs): a
 # change anywhere in one changes the whole field's value.
-ATOMIC = ("spec.namespaceSelector",)
+ATOMIC = (
+    "spec.namespaceSelector",
+    "spec.resourceGroups",
+    "spec.nodeLabels",
+    "spec.nodeTaints",
+    "spec.tolerations",
+    "spec.levels",
+)
 
 
 @dataclass
@@ -256,7 +263,7 @@ def _take_over(key: Identity, desired: dict[str, Any], current: dict[str, Any]) 
     body["metadata"] = desired["metadata"]
     fields = []
     for path in differences(_compared(body), current):
-        whole = next((a for a in ATOMIC if path == a or path.startswith(f"{a}.")), path)
+        whole = next((a for a in ATOMIC if path == a or path.startswith((f"{a}.", f"{a}["))), path)
         if whole not in fields:
             fields.append(whole)
     taken = [
