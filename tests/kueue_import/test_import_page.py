@@ -61,6 +61,9 @@ def test_import_from_an_uploaded_file_stores_with_history(users: dict[str, Any])
         PolicyChange.objects.filter(note=f"imported from files uploaded by {username}").count()
         >= 26
     )
+    # The history on the policy page says where each change came from.
+    history = signed_in(users["admin"]).get("/policy/").content.decode()
+    assert f'class="muted history-note">imported from files uploaded by {username}<' in history
 
 
 @pytest.mark.parametrize(
