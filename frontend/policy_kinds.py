@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.http import Http404
 
@@ -34,6 +35,7 @@ from queues.models import (
     WorkloadPriorityClass,
 )
 from queues.rules import TAINT_EFFECTS
+from queues.services.flavors import snapshot as flavor_snapshot
 from queues.services.kinds import PolicyKindService
 from queues.topology_rules import HOSTNAME, MAX_LEVELS
 
@@ -134,10 +136,18 @@ FLAVOR = Kind(
     serializer=serializers.ResourceFlavorSerializer,
     model=ResourceFlavor,
     queryset=selectors.resource_flavors,
-    snapshot=snapshots.resource_flavor,
+    snapshot=flavor_snapshot,
     fields=(
         Field("description", "Description"),
         Field("capacity_type", "Capacity type", "select", options=choices_of(CapacityType)),
+        Field(
+            "gpu_hour_price",
+            f"Price per GPU-hour ({settings.BERTH_CURRENCY})",
+            nullable=True,
+            help="what one GPU-hour on this flavor costs, for showback: a decimal with up to "
+            "4 places, e.g. 2.49; empty: not priced. Each hour is charged at the price in "
+            "force then",
+        ),
         Field(
             "node_labels",
             "Node labels",

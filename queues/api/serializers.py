@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from queues import snapshots
@@ -26,6 +27,7 @@ from queues.choices import (
     TeamRole,
     WithinClusterQueue,
 )
+from queues.services.flavors import snapshot as flavor_snapshot
 
 
 class PolicySerializer(StrictSerializer):
@@ -112,6 +114,26 @@ class TopologySerializer(PolicySerializer):
         return snapshots.topology(instance)
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "nullable": True,
+        "pattern": r"^(0|[1-9][0-9]*)(\.[0-9]{1,4})?$",
+        "example": "2.49",
+    }
+)
+class PriceField(serializers.Field):
+    """A price per GPU-hour in BERTH_CURRENCY: a decimal string with up to four
+    decimals (``"2.49"``), or null for not priced. The policy rules
+    (``queues.prices``) judge it, naming the rule; a JSON number is refused there."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class ResourceFlavorSerializer(PolicySerializer):
     name = _name(help_text="RFC 1123 subdomain; cannot change")
     description = serializers.CharField(required=False, allow_blank=True)
@@ -127,9 +149,16 @@ class ResourceFlavorSerializer(PolicySerializer):
         help_text="A Topology's name (topologies/): makes the flavor topology-aware; "
         "Kueue then freezes topology_name, node_labels and tolerations",
     )
+    gpu_hour_price = PriceField(
+        required=False,
+        allow_null=True,
+        help_text="What one GPU-hour on this flavor costs, in the installation's currency "
+        '(BERTH_CURRENCY): a decimal string with up to 4 decimals, e.g. "2.49"; null: not '
+        "priced. Showback charges each hour at the price in force then.",
+    )
 
     def snapshot(self, instance: Any) -> dict[str, Any]:
-        return snapshots.resource_flavor(instance)
+        return flavor_snapshot(instance)
 
 
 class ResourceQuotaSerializer(StrictSerializer):

@@ -19,6 +19,9 @@ class ResourceFlavor(PolicyObject):
         max_length=16, choices=CapacityType.choices, default=CapacityType.ON_DEMAND
     )
     topology_name = models.CharField(max_length=253, blank=True)
+    # What one GPU-hour on it costs, in BERTH_CURRENCY (queues.prices); null: not
+    # priced. Showback charges each hour at the price in force then (its history).
+    gpu_hour_price = models.DecimalField(max_digits=11, decimal_places=4, null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queues import rules, snapshots
+from queues import prices, rules, snapshots
 from queues.choices import CapacityType, PolicyKind
 from queues.errors import FieldError, PolicyConflict
 from queues.models import ResourceFlavor
@@ -26,7 +26,26 @@ DEFAULTS: dict[str, Any] = {
     "tolerations": [],
     "capacity_type": CapacityType.ON_DEMAND.value,
     "topology_name": "",
+    prices.FIELD: None,
 }
+
+
+def snapshot(flavor: ResourceFlavor) -> dict[str, Any]:
+    """The flavor as the API shows it and history keeps it: its Kueue fields
+    and its price per GPU-hour (``"2.50"``, or None when not priced), so every
+    price change is a history entry and showback can tell the price in force
+    at any moment (``cluster.allocation``)."""
+    return {
+        **snapshots.resource_flavor(flavor),
+        prices.FIELD: prices.price_text(flavor.gpu_hour_price),
+    }
+
+
+def _complete(
+    spec: dict[str, Any], data: Mapping[str, Any], existing: ResourceFlavor | None
+) -> dict[str, Any]:
+    # "2.5" and "2.50" are one price: sent again, it changes nothing.
+    return {**spec, prices.FIELD: prices.normalised(spec[prices.FIELD])}
 
 
 def _validate(spec: dict[str, Any], existing: ResourceFlavor | None) -> list[FieldError]:
@@ -51,6 +70,7 @@ def _validate(spec: dict[str, Any], existing: ResourceFlavor | None) -> list[Fie
     errors += rules.node_taint_errors("node_taints", spec["node_taints"])
     errors += rules.toleration_errors("tolerations", spec["tolerations"])
     errors += choice_errors("capacity_type", spec["capacity_type"], CapacityType)
+    errors += prices.parse_price(prices.FIELD, spec[prices.FIELD])[1]
     if isinstance(spec["node_labels"], Mapping):
         errors += rules.topology_errors(spec["topology_name"], spec["node_labels"])
     topology = spec["topology_name"]
@@ -61,7 +81,11 @@ def _validate(spec: dict[str, Any], existing: ResourceFlavor | None) -> list[Fie
 
 
 def _write(spec: dict[str, Any], existing: ResourceFlavor | None, actor: Any) -> ResourceFlavor:
-    return save_fields(existing or ResourceFlavor(), spec, list(DEFAULTS), is_new=existing is None)
+    price, _ = prices.parse_price(prices.FIELD, spec[prices.FIELD])
+    stored = {**spec, prices.FIELD: price}
+    return save_fields(
+        existing or ResourceFlavor(), stored, list(DEFAULTS), is_new=existing is None
+    )
 
 
 def _delete_blocker(flavor: ResourceFlavor) -> PolicyConflict | None:
@@ -79,9 +103,10 @@ def _delete_blocker(flavor: ResourceFlavor) -> PolicyConflict | None:
 resource_flavors: PolicyKindService[ResourceFlavor] = PolicyKindService(
     kind=PolicyKind.RESOURCE_FLAVOR,
     defaults=DEFAULTS,
-    snapshot=snapshots.resource_flavor,
+    snapshot=snapshot,
     validate=_validate,
     write=_write,
     delete_blocker=_delete_blocker,
     object_name=lambda flavor: flavor.name,
+    complete=_complete,
 )
