@@ -13,6 +13,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
+from accounts.sso_config import SettingError, authentication_backends, read_account_settings
 from controlplane.env import (
     ConfigError,
     Env,
@@ -81,6 +82,18 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "accounts.lockout.locked_out_response"
 AXES_VERBOSE = False
+# Single sign-on with OpenID Connect and local accounts (accounts/sso_config.py,
+# docs/sso.md): BERTH_OIDC_ISSUER turns it on, BERTH_OIDC_GROUP_MAP maps the
+# provider's groups to roles, BERTH_LOCAL_ACCOUNTS=false turns passwords off.
+try:
+    _accounts = read_account_settings(env)
+except SettingError as exc:
+    raise ConfigError(str(exc)) from None
+BERTH_SSO = _accounts.sso
+BERTH_LOCAL_ACCOUNTS = _accounts.local_accounts
+# Team memberships live in the policy app, above accounts: the single sign-on
+# backend applies the team roles of the group map through this (queues/sso.py).
+BERTH_SSO_TEAM_ROLES = "queues.sso.follow_identity_provider"
 # How long recorded history is kept (cluster/retention.py): snapshots thinned
 # as they age, ended workloads, hourly rollups, reconcile runs.
 BERTH_SNAPSHOTS_FULL_HOURS = env.number("BERTH_SNAPSHOTS_FULL_HOURS", 1, minimum=1)
@@ -264,11 +277,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-AUTHENTICATION_BACKENDS = [
-    # First: refuses a locked-out username or address before any password check.
-    "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
-]
+# axes' lockout check first, then passwords (unless local accounts are off), then
+# single sign-on (when configured): accounts.sso_config.authentication_backends.
+AUTHENTICATION_BACKENDS = authentication_backends(_accounts)
 
 ROOT_URLCONF = "controlplane.urls"
 WSGI_APPLICATION = "controlplane.wsgi.application"
