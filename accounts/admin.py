@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from accounts.models import AccessDenial, ApiToken
+from accounts.models import AccessDenial, ApiToken, SingleSignOnIdentity
 from accounts.services import revoke_token
 
 
@@ -56,3 +56,16 @@ class AccessDenialAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(SingleSignOnIdentity)
+class SingleSignOnIdentityAdmin(admin.ModelAdmin):
+    """Who signs in through the identity provider, and the groups it last sent.
+    Deleting a link lets the provider's person be linked afresh (by username)."""
+
+    list_display = ["user", "subject", "issuer", "last_sign_in_at"]
+    search_fields = ["user__username", "subject"]
+    readonly_fields = ["user", "issuer", "subject", "groups", "linked_at", "last_sign_in_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # made at the first single sign-on

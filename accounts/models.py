@@ -85,3 +85,30 @@ class LockoutRelease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.remote_addr} unlocked at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class SingleSignOnIdentity(models.Model):
+    """The identity provider's person (issuer and subject) a Berth user signs in
+    as (accounts/sso.py). Linked at the first sign-in, by username; after that the
+    subject, not the username, finds the user, so a renamed or reused username at
+    the provider never reaches another person's account."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    # What the provider said at the last sign-in, to tell why someone has a role.
+    groups = models.JSONField(default=list, blank=True)
+    linked_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "single sign-on identity"
+        verbose_name_plural = "single sign-on identities"
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="unique_sso_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} = {self.subject} at {self.issuer}"

@@ -14,6 +14,10 @@ from accounts.services import record_access_denial
 def log_failed_login(
     sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None, **kwargs: Any
 ) -> None:
+    if "nonce" in credentials:
+        # A single sign-on stopped by django-axes' lockout, which log_lockout
+        # records; its other refusals are recorded by accounts.oidc.refuse.
+        return
     record_access_denial(
         request,
         reason=AccessDenial.Reason.LOGIN_FAILED,

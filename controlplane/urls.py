@@ -5,6 +5,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from accounts import oidc
+from accounts import views as sign_in
 from controlplane import health
 from controlplane.metrics import metrics_view
 
@@ -14,8 +16,15 @@ admin.site.index_title = "Policy, people and audit"
 
 urlpatterns = [
     path("", include("frontend.urls")),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", sign_in.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Single sign-on (accounts/oidc.py, docs/sso.md); 404 while it is off. The
+    # redirect URI to register at the provider is <Berth's address>/oidc/callback/.
+    path("oidc/authenticate/", oidc.SingleSignOnStart.as_view(), name=oidc.START_URL_NAME),
+    path("oidc/callback/", oidc.SingleSignOnCallback.as_view(), name=oidc.CALLBACK_URL_NAME),
+    # Before admin/ and api-auth/: with local accounts off they take no password.
+    path("admin/login/", sign_in.admin_login),
+    path("api-auth/login/", sign_in.api_login),
     path("admin/", admin.site.urls),
     path("api/v1/", include("queues.api.urls")),
     path("api/v1/", include("accounts.api.urls")),

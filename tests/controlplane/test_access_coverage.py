@@ -25,9 +25,13 @@ from whatif.models import WhatIfRun
 
 __all__ = ["org"]  # the fixture, used by name
 
-# Not behind any sign-in: pages to sign in and out, health, the vendored
-# script, the API's schema and its documentation.
-PUBLIC = {"login", "logout", "healthz", "plotly-js", "schema", "api-docs"}
+# Not behind any sign-in: pages to sign in and out (single sign-on's two
+# included: 404 while it is off), health, the vendored script, the API's schema
+# and its documentation.
+PUBLIC = {
+    "login", "logout", "oidc_authentication_init", "oidc_authentication_callback", "healthz",
+    "plotly-js", "schema", "api-docs",
+}  # fmt: skip
 # Every signed-in user may read these (the policy, their own things).
 SIGNED_IN = {
     "home", "queues", "queue", "my-team", "teams", "profile", "cohorts", "jobs", "workloads",
