@@ -1,6 +1,9 @@
 """Counting into the hourly rollups as sync records events. Called inside the
 transaction that inserts the event, and only when the insert is new, so a
-replayed watch event or a second sync never counts twice."""
+replayed watch event or a second sync never counts twice. Admissions and
+evictions also open and end the GPU allocations showback counts, and each new
+snapshot instant counts them into the daily usage rollup
+(``cluster.allocation``)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,13 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import F, Model
 
+from cluster import utilisation
+from cluster.allocation import (
+    count_snapshot,
+    count_team_borrowing,
+    end_allocation,
+    open_allocation,
+)
 from cluster.models import (
     BUCKET_FIELDS,
     WAIT_BUCKETS,
@@ -70,6 +80,7 @@ def count_admission(record: WorkloadRecord, at: datetime) -> None:
         gpus_admitted=F("gpus_admitted") + record.gpus,
         **{bucket: F(bucket) + 1},
     )
+    open_allocation(record, at)
 
 
 def count_eviction(record: WorkloadRecord, at: datetime, reason: str, *, preempted: bool) -> None:
@@ -93,6 +104,7 @@ def count_eviction(record: WorkloadRecord, at: datetime, reason: str, *, preempt
         count=F("count") + 1,
         gpu_seconds_interrupted=F("gpu_seconds_interrupted") + interrupted,
     )
+    end_allocation(record, at, admitted, preempted=preempted)
 
 
 def _add_hourly(
@@ -133,10 +145,13 @@ def count_borrowing(
     weights: dict[str, float],
     seconds: float,
 ) -> None:
-    """From one instant's GPU snapshot rows (lent already attributed): who
-    borrowed from whom for ``seconds``, and each queue's weighted share."""
+    """From one instant's snapshot rows (lent already attributed): who
+    borrowed from whom for ``seconds`` (by queue, hourly; by team, daily), and
+    each queue's weighted share; and the GPU time allocated up to that instant
+    (showback's daily usage, ``cluster.allocation.count_snapshot``)."""
     if not rows:
         return
+    count_snapshot(rows, rows[0].at, seconds, utilisation.source())
     hour = hour_of(rows[0].at)
     groups: dict[tuple[str, str], list[QueueSnapshot]] = {}
     members: dict[str, list[QueueSnapshot]] = {}
@@ -165,6 +180,7 @@ def count_borrowing(
                     (keys, {"gpu_seconds": borrower.borrowed * lender.lent / lent * seconds})
                 )
     _add_hourly(BorrowingRollup, ("hour", "borrower", "lender", "flavor"), pairs)
+    count_team_borrowing(pairs)
     shares: list[tuple[dict[str, Any], dict[str, float]]] = []
     for tree, group in sorted(members.items()):
         lendable = sum(r.nominal for r in group)

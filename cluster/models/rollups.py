@@ -193,3 +193,128 @@ class TeamUsageSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_id} @ {self.at}: {self.allocated} GPUs"
+
+
+class UsageRollup(models.Model):
+    """Showback's daily figures: the GPU time one team's workloads of one queue
+    class held on one flavor in one UTC day, at one price per GPU-hour (a day
+    whose price changed has a row for each price, so every hour is charged at
+    the price in force then). Written by sync (``cluster.allocation``): the
+    allocated time exactly, from each workload's quota reservation to its
+    eviction or end; the busy time sampled at every snapshot."""
+
+    day = models.DateField()
+    # The workload's team slug ("" for a namespace no team owns) and the class of
+    # the ClusterQueue that admitted it (its workload.ai/type, docs/showback.md).
+    team = models.CharField(max_length=63, blank=True)
+    queue_class = models.CharField(max_length=63, blank=True)
+    flavor = models.CharField(max_length=253, blank=True)
+    # The price per GPU-hour in force ("2.50", queues.prices); "" when not priced.
+    price = models.CharField(max_length=24, blank=True)
+    # Quota reserved (then admitted) × GPUs.
+    gpu_seconds = models.FloatField(default=0.0)
+    # GPUs busy × seconds, from DCGM (or the simulated cluster), and the
+    # allocated GPU-seconds of the samples that measured it.
+    busy_gpu_seconds = models.FloatField(default=0.0)
+    measured_gpu_seconds = models.FloatField(default=0.0)
+    busy_source = models.CharField(max_length=16, blank=True)
+
+    class Meta:
+        ordering = ["-day", "team", "queue_class", "flavor", "price"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "team", "queue_class", "flavor", "price"],
+                name="unique_usage_rollup",
+            )
+        ]
+        indexes = [models.Index(fields=["day", "team"])]
+
+    def __str__(self) -> str:
+        return f"{self.team or '-'}/{self.queue_class or '-'}/{self.flavor} @ {self.day}"
+
+
+class OpenAllocation(models.Model):
+    """GPUs a workload holds on one flavor, from its quota reservation on, while
+    they are not yet all counted into ``UsageRollup``: opened by sync when the
+    workload is admitted, ended by its eviction (``ended_at``) or found ended
+    at a snapshot; each snapshot counts its time up to then and drops it once
+    ended and counted."""
+
+    workload = models.ForeignKey(
+        "cluster.WorkloadRecord", null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    uid = models.CharField(max_length=64)
+    team = models.CharField(max_length=63, blank=True)
+    queue_class = models.CharField(max_length=63, blank=True)
+    cluster_queue = models.CharField(max_length=253, blank=True)
+    flavor = models.CharField(max_length=253, blank=True)
+    gpus = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    admitted_at = models.DateTimeField()
+    counted_until = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["uid", "flavor", "started_at"], name="unique_open_allocation"
+            )
+        ]
+        indexes = [models.Index(fields=["uid"])]
+
+    def __str__(self) -> str:
+        return f"{self.uid} {self.gpus} × {self.flavor} since {self.started_at}"
+
+
+class PreemptionLoss(models.Model):
+    """One preemption of a workload's GPUs on one flavor: how long they had run
+    since its admission. What was lost is the work since its last checkpoint,
+    which only the job knows (its checkpoint interval): the report works it out
+    (``jobs.showback``); without a Berth job, all of it."""
+
+    at = models.DateTimeField(db_index=True)
+    uid = models.CharField(max_length=64)
+    team = models.CharField(max_length=63, blank=True)
+    queue_class = models.CharField(max_length=63, blank=True)
+    flavor = models.CharField(max_length=253, blank=True)
+    price = models.CharField(max_length=24, blank=True)
+    gpus = models.PositiveIntegerField()
+    seconds = models.FloatField()
+    # To find the Berth job it ran (jobs.JobRequest: namespace, kind, name).
+    namespace = models.CharField(max_length=63, blank=True)
+    job_kind = models.CharField(max_length=64, blank=True)
+    job_name = models.CharField(max_length=253, blank=True)
+
+    class Meta:
+        ordering = ["-at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid", "at", "flavor"], name="unique_preemption_loss")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.uid} preempted at {self.at}: {self.gpus} × {self.seconds:.0f} s"
+
+
+class TeamBorrowingRollup(models.Model):
+    """GPU-seconds one team's queues borrowed from another team's in one UTC
+    day, per flavor (the borrowing rollup's pairs, by the queues' teams then;
+    "" for a shared queue). Showback reads it for "borrowed from and lent to whom"."""
+
+    day = models.DateField()
+    borrower = models.CharField(max_length=63, blank=True)
+    lender = models.CharField(max_length=63, blank=True)
+    flavor = models.CharField(max_length=253)
+    gpu_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-day", "borrower", "lender", "flavor"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "borrower", "lender", "flavor"], name="unique_team_borrowing"
+            )
+        ]
+        indexes = [models.Index(fields=["day"])]
+
+    def __str__(self) -> str:
+        return f"{self.borrower or 'shared'} ← {self.lender or 'shared'} @ {self.day}"
