@@ -18,6 +18,7 @@ secret, JWKS-signed RS256 ID tokens, userinfo.
 
 from __future__ import annotations
 
+import importlib
 import json
 import warnings
 from collections.abc import Iterator
@@ -36,6 +37,8 @@ from controlplane.env import Env
 
 with warnings.catch_warnings():
     # The provider's own imports warn of authlib's deprecations: not Berth's concern.
+    # authlib turns its warnings to "always" when imported; this filter goes after.
+    importlib.import_module("authlib.deprecate")
     warnings.simplefilter("ignore", DeprecationWarning)
     from oidc_provider_mock import run_server_in_thread
 
