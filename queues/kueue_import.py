@@ -24,15 +24,17 @@ from typing import Any
 
 import yaml
 from django.db import transaction
+from django.utils import timezone
 
 from queues import services
-from queues.backends.base import ClusterBackend
+from queues.backends import get_backend
+from queues.backends.base import BackendError, ClusterBackend
 from queues.errors import PolicyConflict, PolicyInvalid
 from queues.kueue.adopt import ImportedPolicy, as_served, label, owner_of, read_kueue
 from queues.kueue.bundle import current_bundle
 from queues.kueue.plan import Change, Plan, make_plan
 from queues.kueue.render import render
-from queues.models import AdoptedObject, LocalQueue, QueueClass
+from queues.models import AdoptedObject, KueueReading, LocalQueue, QueueClass
 from queues.reconcile import actual_objects
 from queues.services.common import noted
 
@@ -120,6 +122,24 @@ def objects_from_text(text: str, where: str) -> list[dict[str, Any]]:
 
 def objects_from_cluster(backend: ClusterBackend) -> list[dict[str, Any]]:
     return actual_objects(backend)
+
+
+def read_for_import(reading_id: int) -> KueueReading | None:
+    """Fill a reading with the configured cluster's Kueue objects (or the
+    reason it could not be read)."""
+    reading = KueueReading.objects.filter(pk=reading_id).first()
+    if reading is None:
+        return None
+    try:
+        backend = get_backend()
+        reading.cluster = backend.name
+        reading.objects_read = objects_from_cluster(backend)
+        reading.error = ""
+    except BackendError as exc:
+        reading.objects_read, reading.error = [], f"the cluster could not be read: {exc}"
+    reading.finished_at = timezone.now()
+    reading.save()
+    return reading
 
 
 # ------------------------------------------------------------------- storing

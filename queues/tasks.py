@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from queues.kueue_import import read_for_import
 from queues.models import ReconcileRun
 from queues.reconcile import (
     applied_policy_version,
@@ -45,3 +46,10 @@ def step_simulated_cluster() -> bool:
     """Advance the simulated cluster to now (no-op on a real cluster, or while
     another worker is stepping it). Returns whether this call stepped it."""
     return step() is not None
+
+
+@shared_task(name="queues.tasks.read_kueue_cluster", acks_late=True, ignore_result=True)
+def read_kueue_cluster(reading_id: int) -> None:
+    """Read the cluster's Kueue objects for the import page (a repeat reads
+    again into the same reading)."""
+    read_for_import(reading_id)

@@ -7,7 +7,7 @@ from queues.models.flavors import ResourceFlavor
 from queues.models.history import PolicyChange
 from queues.models.kueue_configuration import KueueConfiguration
 from queues.models.queues import ClusterQueue, LocalQueue, Quota
-from queues.models.reconcile import AdoptedObject, DriftRecord, ReconcileRun
+from queues.models.reconcile import AdoptedObject, DriftRecord, KueueReading, ReconcileRun
 from queues.models.teams import Team, TeamMembership, TeamNamespace
 from queues.models.topologies import Topology
 
@@ -17,6 +17,7 @@ __all__ = [
     "Cohort",
     "DriftRecord",
     "KueueConfiguration",
+    "KueueReading",
     "LocalQueue",
     "PolicyChange",
     "QueueClass",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -95,3 +96,24 @@ class AdoptedObject(models.Model):
     def __str__(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind} {where}{self.name}"
+
+
+class KueueReading(models.Model):
+    """The Kueue objects a worker read from the cluster for the import page: a
+    request handler never talks to the cluster, so the page asks for a reading
+    (``queues.tasks.read_kueue_cluster``) and plans from what it stored."""
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cluster = models.CharField(max_length=200, blank=True)
+    objects_read = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"reading #{self.pk} of {self.cluster or 'the cluster'}"

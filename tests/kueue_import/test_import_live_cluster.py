@@ -21,6 +21,7 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from kubernetes.client.rest import ApiException
 
 from queues.backends import get_backend
@@ -29,6 +30,7 @@ from queues.models import (
     AdoptedObject,
     ClusterQueue,
     Cohort,
+    KueueReading,
     LocalQueue,
     PolicyChange,
     ReconcileRun,
@@ -236,3 +238,39 @@ def test_an_import_that_breaks_a_rule_stores_nothing(installed: EnvtestCluster) 
     assert not Team.objects.exists() and not AdoptedObject.objects.exists()
     assert PolicyChange.objects.count() == history
     assert installed.writes() == before
+
+
+def test_the_page_reads_the_cluster_through_a_worker_and_imports_from_the_reading(
+    installed: EnvtestCluster, settings: Any
+) -> None:
+    """Policy → Import from Kueue → Read the cluster: the reading (a task, run
+    in-process here as in embedded mode) holds the objects as the cluster has
+    them, so the plan names the manager whose field Berth takes; Import stores
+    with the cluster named in the history."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    admin = get_user_model().objects.create_user("root", password="x", is_superuser=True)
+    client = Client()
+    client.force_login(admin)
+    before = installed.writes()
+    asked = client.post("/policy/import/", {"action": "read"})
+    assert asked.status_code == 302
+    reading = KueueReading.objects.get()
+    assert asked["Location"] == f"/policy/import/?reading={reading.pk}"
+    assert reading.finished_at is not None and reading.error == ""
+    assert len(reading.objects_read) >= 27 and reading.cluster == "kubernetes"
+    shown = client.get(asked["Location"]).content.decode()
+    assert f"Read {len(reading.objects_read)} objects from the kubernetes cluster" in shown
+
+    form = {"reading": reading.pk, "team_label": "org.example/team",
+            "skip": "ClusterQueue/platform-canary"}  # fmt: skip
+    plan = client.post("/policy/import/", {**form, "action": "plan"}).content.decode()
+    assert "takes over spec.namespaceSelector (owned by argocd-controller)" in plan
+    assert not ClusterQueue.objects.exists() and installed.writes() == before
+
+    done = client.post("/policy/import/", {**form, "action": "apply"}).content.decode()
+    assert "imported from cluster kubernetes by root" in done
+    assert ClusterQueue.objects.count() == 5
+    assert installed.writes() == before  # the takeover is the next reconcile's
+    run = reconcile(get_backend())
+    assert run.status == ReconcileRun.Status.SUCCEEDED, run.errors
+    assert reconcile(get_backend()).write_calls == 0

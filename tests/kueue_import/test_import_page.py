@@ -13,7 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from accounts.models import AccessDenial
-from queues.models import AdoptedObject, ClusterQueue, PolicyChange
+from queues.models import AdoptedObject, ClusterQueue, KueueReading, PolicyChange
 
 INSTALLATION = Path(__file__).with_name("installation.yaml")
 URL = "/policy/import/"
@@ -93,3 +93,21 @@ def test_non_admins_get_a_404_logged_and_nothing_stored(users: dict[str, Any], w
     assert answer.status_code == 404
     assert not ClusterQueue.objects.exists()
     assert AccessDenial.objects.count() == denials + 2
+
+
+def test_while_a_reading_is_under_way_the_page_waits_and_plans_nothing(
+    users: dict[str, Any],
+) -> None:
+    reading = KueueReading.objects.create(requested_by=users["admin"])
+    client = signed_in(users["admin"])
+    waiting = client.get(f"{URL}?reading={reading.pk}").content.decode()
+    assert '<meta http-equiv="refresh" content="2">' in waiting
+    assert "this page reloads until a worker has read it" in waiting
+    answer = client.post(URL, {"reading": reading.pk, "action": "apply"}).content.decode()
+    assert "the cluster is still being read" in answer
+    reading.error = "the cluster could not be read: 503"
+    reading.save()
+    failed = client.get(f"{URL}?reading={reading.pk}").content.decode()
+    assert "failed: the cluster could not be read: 503" in failed and "refresh" not in failed
+    assert client.get(f"{URL}?reading=999999").status_code == 404
+    assert not ClusterQueue.objects.exists()
