@@ -9,6 +9,7 @@ from accounts import oidc
 from accounts import views as sign_in
 from controlplane import health
 from controlplane.metrics import metrics_view
+from jobs.api.reports import UsageReportView
 
 admin.site.site_header = "Berth administration"
 admin.site.site_title = "Berth"
@@ -30,6 +31,7 @@ urlpatterns = [
     path("api/v1/", include("accounts.api.urls")),
     path("api/v1/", include("jobs.api.urls")),
     path("api/v1/", include("approvals.urls")),
+    path("api/v1/reports/usage/", UsageReportView.as_view(), name="usage-report"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("api-auth/", include("rest_framework.urls")),
