@@ -80,6 +80,25 @@ class Client:
     def get(self, path: str, query: Iterable[tuple[str, str]] = ()) -> Any:
         return self.call("GET", path, query=query)
 
+    def get_text(self, path: str, query: Iterable[tuple[str, str]] = ()) -> str:
+        """A non-JSON answer (a CSV file) as text; errors are JSON, as from ``call``."""
+        url = self.endpoint(path, query)
+        request = urllib.request.Request(url, method="GET")
+        request.add_header("User-Agent", "berth-cli")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+                return str(response.read().decode("utf-8", errors="replace"))
+        except urllib.error.HTTPError as exc:
+            raise ApiError(exc.code, _decode(exc.read()), url) from None
+        except (urllib.error.URLError, OSError, HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise CliError(
+                f"cannot reach Berth at {self.url} ({reason}); check the address, "
+                f"or run `berth login --url URL`"
+            ) from None
+
     def get_all(self, path: str, query: Iterable[tuple[str, str]] = ()) -> list[dict[str, Any]]:
         """Every page of a paginated list ({count, next, previous, results})."""
         pairs = list(query)

@@ -30,6 +30,7 @@ from berth_cli.commands import (
     cmd_submit,
     cmd_why,
 )
+from berth_cli.usage import add_usage_parser
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -171,6 +172,7 @@ def build_parser() -> Parser:
     queues.set_defaults(func=cmd_queues)
 
     add_approvals_parser(commands, common)
+    add_usage_parser(commands, common)
     return parser
 
 
