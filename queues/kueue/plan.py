@@ -128,22 +128,29 @@ def is_managed(obj: Mapping[str, Any]) -> bool:
     return obj.get("metadata", {}).get("labels", {}).get(MANAGED_BY) == MANAGER
 
 
-def differences(desired: Any, actual: Any, path: str = "") -> list[str]:
+def differences(
+    desired: Any, actual: Any, path: str = "", *, changed_only: bool = False
+) -> list[str]:
     """Paths where ``actual`` does not hold what ``desired`` sets. Fields the
-    server adds (defaults, status, bookkeeping) are not differences."""
+    server adds (defaults, status, bookkeeping) are not differences.
+    ``changed_only``: only where ``actual`` holds another value, not where it
+    holds none."""
+    if changed_only and actual is None:
+        return []
     if isinstance(desired, Mapping):
         if not isinstance(actual, Mapping):
             return [path or "."]
         found: list[str] = []
         for key, value in desired.items():
-            found += differences(value, actual.get(key), f"{path}.{key}" if path else key)
+            where = f"{path}.{key}" if path else key
+            found += differences(value, actual.get(key), where, changed_only=changed_only)
         return found
     if isinstance(desired, list):
         if not isinstance(actual, list) or len(actual) != len(desired):
             return [path]
         found = []
         for index, (want, have) in enumerate(zip(desired, actual, strict=True)):
-            found += differences(want, have, f"{path}[{index}]")
+            found += differences(want, have, f"{path}[{index}]", changed_only=changed_only)
         return found
     return [] if _same_scalar(desired, actual) else [path]
 
@@ -210,30 +217,22 @@ def _adopt_namespace(desired: Mapping[str, Any], current: dict[str, Any]) -> Cha
     )
 
 
-def _value_at(obj: Any, path: str) -> Any:
-    """The value at a plan's field path (``a.b[2].c``, where a key may hold
-    dots, as a label's does); None when absent."""
-    parts = path.replace("[", ".[").split(".")
+def _holds(obj: Mapping[str, Any], field_path: str) -> bool:
+    """Whether ``obj`` has a value at ``field_path`` (plain keys, as ``ATOMIC``'s)."""
     node: Any = obj
-    i = 0
-    while i < len(parts) and node is not None:
-        part = parts[i]
-        if part.startswith("["):
-            index = int(part[1:-1])
-            node = node[index] if isinstance(node, list) and index < len(node) else None
-            i += 1
-            continue
-        if not isinstance(node, Mapping):
-            return None
-        # The longest run of parts that is a key here ("berth.dev/team").
-        for end in range(len(parts), i, -1):
-            key = ".".join(parts[i:end])
-            if key in node:
-                node, i = node[key], end
-                break
-        else:
-            return None
-    return node
+    for key in field_path.split("."):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node is not None
+
+
+def _whole(paths: list[str]) -> list[str]:
+    """``paths`` with each one inside an atomic field (``ATOMIC``) made that field."""
+    out: list[str] = []
+    for path in paths:
+        whole = next((a for a in ATOMIC if path == a or path.startswith((f"{a}.", f"{a}["))), path)
+        if whole not in out:
+            out.append(whole)
+    return out
 
 
 def _in_their_notation(desired: Any, actual: Any) -> Any:
@@ -260,17 +259,10 @@ def _take_over(key: Identity, desired: dict[str, Any], current: dict[str, Any]) 
     ``taken``. Reconcile afterwards finds the object as it renders it."""
     kind, namespace, name = key
     body = _in_their_notation(desired, current)
-    body["metadata"] = desired["metadata"]
-    fields = []
-    for path in differences(_compared(body), current):
-        whole = next((a for a in ATOMIC if path == a or path.startswith((f"{a}.", f"{a}["))), path)
-        if whole not in fields:
-            fields.append(whole)
-    taken = [
-        path
-        for path in fields
-        if not path.startswith("metadata.labels.") and _value_at(current, path) is not None
-    ]
+    fields = _whole(differences(_compared(body), current))
+    changed = _whole(differences(_compared(body), current, changed_only=True))
+    # An atomic field the cluster holds changes value whatever part of it differs.
+    taken = [f for f in fields if f in changed or (f in ATOMIC and _holds(current, f))]
     return Change(
         UPDATE,
         kind,
@@ -340,7 +332,7 @@ def _wanted_change(
     obj: dict[str, Any],
     current: dict[str, Any] | None,
     manual: Mapping[str, str],
-    adopted: bool = False,
+    adopted: bool,
 ) -> Change:
     """What to do about a desired object, given what the cluster has under its name."""
     kind, namespace, name = key

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queues.kueue.plan import CONFLICT, UPDATE, make_plan
+from queues.kueue.plan import CONFLICT, UPDATE, differences, make_plan
 from queues.kueue.render import render_cluster_queue
 
 QUEUE: dict[str, Any] = {
@@ -112,16 +112,50 @@ def test_a_selector_is_taken_whole_however_little_of_it_changes() -> None:
     assert change.fields.count("spec.namespaceSelector") == 1
     assert not any(f.startswith("spec.namespaceSelector.") for f in change.fields)
     assert change.force is True
+    # An empty selector (every namespace) is a value too; a missing one is not.
+    [empty] = make_plan([desired()], [on_cluster(namespaceSelector={})], adopt=[KEY]).changes
+    assert empty.taken == ["spec.namespaceSelector"]
+    cluster = on_cluster()
+    del cluster["spec"]["namespaceSelector"]
+    [missing] = make_plan([desired()], [cluster], adopt=[KEY]).changes
+    assert "spec.namespaceSelector" in missing.fields and missing.taken == []
 
 
-def test_a_label_key_with_dots_is_found_where_it_is() -> None:
-    """Berth's team label holds a different team: changed, so taken (a key with
-    dots is one key, not a path)."""
+def test_a_label_berth_sets_held_with_another_value_is_taken() -> None:
+    """Berth's team label says another team: labels are granular to server-side
+    apply, so that one key is taken (with force), not the whole map."""
     cluster = on_cluster()
     cluster["metadata"]["labels"]["berth.dev/team"] = "vision"
-    cluster["spec"]["namespaceSelector"] = {"matchLabels": {"berth.dev/team": "vision"}}
     [change] = make_plan([desired()], [cluster], adopt=[KEY]).changes
-    assert change.taken == ["spec.namespaceSelector"]
+    assert change.taken == ["metadata.labels.berth.dev/team"] and change.force is True
+    assert "metadata.labels.app.kubernetes.io/managed-by" in change.fields
+
+
+def test_a_value_inside_a_keyed_list_is_taken_by_its_index() -> None:
+    """admissionChecks is a keyed list (not atomic): the entry's field is taken."""
+    wanted = render_cluster_queue(QUEUE, requires_approval=True)
+    cluster = on_cluster(admissionChecksStrategy={"admissionChecks": [{"name": "other-check"}]})
+    [change] = make_plan([wanted], [cluster], adopt=[KEY]).changes
+    assert change.taken == ["spec.admissionChecksStrategy.admissionChecks[0].name"]
+    assert change.force is True
+
+
+def test_the_change_names_its_object_and_keeps_what_the_cluster_had() -> None:
+    """The cluster's copy rides along: its resourceVersion guards the apply and
+    its managers are what the plan says a field is taken from."""
+    cluster = on_cluster(queueingStrategy="BestEffortFIFO")
+    [change] = make_plan([desired()], [cluster], adopt=[KEY]).changes
+    assert (change.kind, change.namespace, change.name) == KEY
+    assert change.actual == cluster
+    assert change.desired is not None and set(change.desired) == set(desired())
+
+
+def test_changed_only_differences_leave_out_what_the_cluster_lacks() -> None:
+    want = {"a": {"b": 1, "c": 2}, "l": [1, 2], "m": [1], "s": "x"}
+    have = {"a": {"b": 9}, "l": [1, 3], "m": [1, 2]}
+    assert differences(want, have) == ["a.b", "a.c", "l[1]", "m", "s"]
+    assert differences(want, have, changed_only=True) == ["a.b", "l[1]", "m"]
+    assert differences(want, None, changed_only=True) == []
 
 
 def test_a_list_of_another_length_is_berths_and_taken() -> None:
