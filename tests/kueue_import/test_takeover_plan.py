@@ -156,6 +156,10 @@ def test_changed_only_differences_leave_out_what_the_cluster_lacks() -> None:
     assert differences(want, have) == ["a.b", "a.c", "l[1]", "m", "s"]
     assert differences(want, have, changed_only=True) == ["a.b", "l[1]", "m"]
     assert differences(want, None, changed_only=True) == []
+    # Inside a list's entries too: a key the entry lacks is not a changed value.
+    entries = ({"l": [{"a": 1, "b": 2}]}, {"l": [{"a": 9}]})
+    assert differences(*entries) == ["l[0].a", "l[0].b"]
+    assert differences(*entries, changed_only=True) == ["l[0].a"]
 
 
 def test_a_list_of_another_length_is_berths_and_taken() -> None:
