@@ -93,8 +93,8 @@ def test_the_api_sets_changes_and_clears_a_price_and_history_keeps_each(
     assert created.status_code == 201, created.content
     assert created.json()["gpu_hour_price"] == "2.50"
     revision = created.json()["revision"]
-    same = admin.patch(f"{URL}h100/", {"gpu_hour_price": "2.50"}, format="json")
-    assert same.json()["revision"] == revision  # the same price: nothing changed
+    same = admin.patch(f"{URL}h100/", {"gpu_hour_price": "2.5"}, format="json")
+    assert same.json()["revision"] == revision  # the same price, written again: nothing changed
     admin.patch(f"{URL}h100/", {"gpu_hour_price": "3.0125"}, format="json")
     body = admin.get(f"{URL}h100/").json()
     assert body["gpu_hour_price"] == "3.0125"
