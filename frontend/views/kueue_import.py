@@ -98,7 +98,8 @@ def _reading(request: HttpRequest) -> KueueReading | None:
 
 
 def _read_the_cluster(request: HttpRequest) -> HttpResponse:
-    reading = KueueReading.objects.create(requested_by=request.user)
+    user = request.user if request.user.is_authenticated else None  # admin_only: always
+    reading = KueueReading.objects.create(requested_by=user)
     send("queues.tasks.read_kueue_cluster", reading.pk, stored=f"reading #{reading.pk} requested")
     return redirect(f"{reverse('kueue-import')}?reading={reading.pk}")
 
