@@ -21,8 +21,9 @@ records it.
 So the allocated GPU-seconds are exact (event times, not samples), and the
 daily rows are at most one sync interval behind the cluster.
 
-The rollup has one writer: the snapshot step. The watch only opens and ends
-allocations; both lock allocation rows in id order.
+The rollups are added to with upserts (nothing read back), by the snapshot
+step; the watch only opens and ends allocations, and both lock allocation rows
+in id order.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 
 from cluster.models import (
@@ -43,6 +44,7 @@ from cluster.models import (
     PreemptionLoss,
     QueueSnapshot,
     TeamBorrowingRollup,
+    TeamBorrowingTotal,
     UsageRollup,
     WorkloadEvent,
     WorkloadRecord,
@@ -66,7 +68,9 @@ ENDING = (
     EventType.DELETED,
 )
 
-UsageKey = tuple[date, str, str, str, str]  # day, team, queue class, flavor, price
+UsageKey = tuple[date, str, str, str, str]  # month, team, queue class, flavor, price
+# Rows per INSERT (SQLite, the embedded mode, takes at most 32,766 parameters).
+UPSERT_BATCH = 500
 
 
 # --------------------------------------------------------------------------- prices
@@ -129,16 +133,24 @@ def price_book(flavors: Iterable[str]) -> PriceBook:
     return book
 
 
-def _midnight_after(moment: datetime) -> datetime:
-    return datetime.combine(moment.date() + timedelta(days=1), time(), tzinfo=moment.tzinfo)
+def month_of(moment: datetime) -> date:
+    """The first day of ``moment``'s month (UTC, as Berth stores times)."""
+    return moment.date().replace(day=1)
+
+
+def _next_month(moment: datetime) -> datetime:
+    first = month_of(moment)
+    following = date(first.year + first.month // 12, first.month % 12 + 1, 1)
+    return datetime.combine(following, time(), tzinfo=moment.tzinfo)
 
 
 def pieces(
     book: PriceBook, flavor: str, start: datetime, end: datetime
 ) -> list[tuple[date, str, float]]:
-    """[start, end) cut at UTC midnights and price changes: (day, price,
-    seconds) each. ``end`` before ``start`` gives the same pieces negative
-    (time a snapshot counted past an end it had not seen yet)."""
+    """[start, end) cut where a month begins (UTC) and where the price
+    changes: (month, price, seconds) each. ``end`` before ``start`` gives the
+    same pieces negative (time a snapshot counted past an end it had not seen
+    yet)."""
     sign = 1.0
     if end < start:
         start, end, sign = end, start, -1.0
@@ -146,14 +158,14 @@ def pieces(
     cuts = set(book.changes_between(flavor, start, end))
     moment = start
     while moment < end:
-        cuts.add(min(_midnight_after(moment), end))
-        moment = _midnight_after(moment)
+        cuts.add(min(_next_month(moment), end))
+        moment = _next_month(moment)
     edge = start
     for cut in sorted(cuts | {end}):
         if cut <= edge:
             continue
         found.append(
-            (edge.date(), book.price_at(flavor, edge), sign * (cut - edge).total_seconds())
+            (month_of(edge), book.price_at(flavor, edge), sign * (cut - edge).total_seconds())
         )
         edge = cut
     return found
@@ -346,20 +358,20 @@ def count_snapshot(
         }
         live = [a for a in allocations if ends[a.pk] is None]
         shares = _busy_shares(snapshot_rows, live, at)
-        done, moved = [], []
+        done, moved = [], []  # ended and counted; counted up to ``at``
         for allocation in allocations:
             end = ends[allocation.pk]
             until = at if end is None else end
             if end is None and until < allocation.counted_until:
                 until = allocation.counted_until  # a snapshot older than the last one
-            for day, price, piece in pieces(
+            for month, price, piece in pieces(
                 book, allocation.flavor, allocation.counted_until, until
             ):
-                key = (day, allocation.team, allocation.queue_class, allocation.flavor, price)
+                key = (month, allocation.team, allocation.queue_class, allocation.flavor, price)
                 _add(rows, key, gpu_seconds=piece * allocation.gpus)
             if allocation.pk in shares:
                 key = (
-                    at.date(),
+                    month_of(at),
                     allocation.team,
                     allocation.queue_class,
                     allocation.flavor,
@@ -371,76 +383,95 @@ def count_snapshot(
                     busy_gpu_seconds=shares[allocation.pk] * seconds,
                     measured_gpu_seconds=allocation.gpus * seconds,
                 )
-            if end is None:
-                allocation.counted_until = until
-                moved.append(allocation)
-            else:
+            if end is None and until == at:
+                moved.append(allocation.pk)
+            elif end is not None:
                 done.append(allocation.pk)
-        OpenAllocation.objects.bulk_update(moved, ["counted_until"])
+        OpenAllocation.objects.filter(pk__in=moved).update(counted_until=at)
         OpenAllocation.objects.filter(pk__in=done).delete()
-        _add_daily(
+        figures = ("gpu_seconds", "busy_gpu_seconds", "measured_gpu_seconds")
+        _upsert(
             UsageRollup,
-            ("day", "team", "queue_class", "flavor", "price"),
-            rows,
-            extra={"busy_source": busy_source} if shares else {},
+            ("month", "team", "queue_class", "flavor", "price"),
+            figures,
+            [
+                (
+                    *key,
+                    *(amounts.get(name, 0.0) for name in figures),
+                    busy_source if amounts.get("measured_gpu_seconds") else "",
+                )
+                for key, amounts in sorted(rows.items())
+            ],
+            labels=("busy_source",),
         )
     return len(rows)
 
 
 def count_team_borrowing(pairs: list[tuple[dict[str, Any], dict[str, float]]]) -> None:
     """The borrowing rollup's pairs of one instant (borrower and lender
-    ClusterQueues), added up by the queues' teams per day: a team's own queues
-    lending to each other are left out."""
+    ClusterQueues), added up by the queues' teams per month, and each team's
+    borrowed and lent totals: a team's own queues lending to each other are
+    left out. Upserts adding to what is stored (a month's pairs are many;
+    none is read back)."""
     if not pairs:
         return
     names = {keys[side] for keys, _ in pairs for side in ("borrower", "lender")}
     teams = dict(ClusterQueue.objects.filter(name__in=names).values_list("name", "team__slug"))
-    rows: dict[tuple[Any, ...], dict[str, float]] = {}
+    rows: dict[tuple[date, str, str, str], float] = defaultdict(float)
+    # The team totals beside the pairs: borrowed by the borrower, lent by the lender.
     for keys, amounts in pairs:
         borrower, lender = teams.get(keys["borrower"]) or "", teams.get(keys["lender"]) or ""
         if borrower == lender:
             continue
-        key = (keys["hour"].date(), borrower, lender, keys["flavor"])
-        entry = rows.setdefault(key, {"gpu_seconds": 0.0})
-        entry["gpu_seconds"] += amounts["gpu_seconds"]
-    _add_daily(TeamBorrowingRollup, ("day", "borrower", "lender", "flavor"), rows)
+        month = month_of(keys["hour"])
+        rows[(month, borrower, lender, keys["flavor"])] += amounts["gpu_seconds"]
+    totals: dict[tuple[date, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for (month, borrower, lender, flavor), seconds in rows.items():
+        totals[(month, borrower, flavor)][0] += seconds
+        totals[(month, lender, flavor)][1] += seconds
+    _upsert(
+        TeamBorrowingRollup,
+        ("month", "borrower", "lender", "flavor"),
+        ("gpu_seconds",),
+        [(*key, seconds) for key, seconds in sorted(rows.items())],
+    )
+    _upsert(
+        TeamBorrowingTotal,
+        ("month", "team", "flavor"),
+        ("borrowed_gpu_seconds", "lent_gpu_seconds"),
+        [(*key, *amounts) for key, amounts in sorted(totals.items())],
+    )
 
 
-def _add_daily(
+def _upsert(
     model: type[Model],
     unique: tuple[str, ...],
-    rows: Mapping[tuple[Any, ...], Mapping[str, float]],
+    amounts: tuple[str, ...],
+    rows: list[tuple[Any, ...]],
     *,
-    extra: Mapping[str, Any] | None = None,
+    labels: tuple[str, ...] = (),
 ) -> None:
-    """Add each row's amounts to the rollup row its key names (``unique``
-    fields, the first a day), created if missing: one locking read, one bulk
-    update and one bulk insert. Negative amounts (a correction) never leave
-    a figure below zero."""
+    """Insert each row (its ``unique`` fields, its ``amounts``, then its
+    ``labels``), or add its amounts to the row already stored (never below
+    zero: a correction takes back only what was counted) and set its labels
+    where given: one statement per batch, safe beside another writer, nothing
+    read back (PostgreSQL, and SQLite from 3.24)."""
     if not rows:
         return
-    manager = model._default_manager
-    days = sorted({key[0] for key in rows})
-    with transaction.atomic():
-        stored = {
-            tuple(getattr(row, f) for f in unique): row
-            for row in manager.select_for_update().filter(day__in=days).order_by("id")
-        }
-        changed: list[Model] = []
-        new: list[Model] = []
-        fields = sorted({name for amounts in rows.values() for name in amounts} | set(extra or {}))
-        for key, amounts in sorted(rows.items()):
-            row = stored.get(key)
-            if row is None:
-                row = model(**dict(zip(unique, key, strict=True)))
-                new.append(row)
-            else:
-                changed.append(row)
-            for name, value in amounts.items():
-                setattr(row, name, max(0.0, float(getattr(row, name) or 0.0) + value))
-            for name, value in (extra or {}).items():
-                setattr(row, name, value)
-        if changed:
-            manager.bulk_update(changed, fields)
-        if new:
-            manager.bulk_create(new)
+    table = connection.ops.quote_name(model._meta.db_table)
+    columns = ", ".join((*unique, *amounts, *labels))
+    marks = "(" + ", ".join(["%s"] * (len(unique) + len(amounts) + len(labels))) + ")"
+    larger = "GREATEST" if connection.vendor == "postgresql" else "MAX"
+    changes = [f"{name} = {larger}(0, {table}.{name} + excluded.{name})" for name in amounts]
+    changes += [
+        f"{name} = CASE WHEN excluded.{name} = '' THEN {table}.{name} ELSE excluded.{name} END"
+        for name in labels
+    ]
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), UPSERT_BATCH):
+            batch = rows[start : start + UPSERT_BATCH]
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) VALUES {', '.join([marks] * len(batch))} "
+                f"ON CONFLICT ({', '.join(unique)}) DO UPDATE SET {', '.join(changes)}",
+                [value for row in batch for value in row],
+            )

@@ -1,5 +1,5 @@
 """Showback: what each team used of the GPUs in a month and what it cost,
-from the daily rollups sync keeps (``cluster.allocation``), never from the
+from the monthly rollups sync keeps (``cluster.allocation``), never from the
 event log per request.
 
 Per team, workload type, flavor (any of them, in the order asked):
@@ -12,9 +12,10 @@ Per team, workload type, flavor (any of them, in the order asked):
   checkpoint (the job's checkpoint interval; all of the run without one);
 - **cost** of the allocated and of the lost hours, each hour at the flavor's
   price per GPU-hour in force then (history), in ``BERTH_CURRENCY``;
-- **borrowed from and lent to** whom (other teams; "" for shared queues), by
-  the queues' teams, when the grouping has no workload type (borrowing is a
-  queue's, not a workload's).
+- **borrowed and lent** GPU-hours, by the queues' teams, when the grouping
+  has no workload type (borrowing is a queue's, not a workload's); and from
+  and to whom (other teams; "" for shared queues), the five largest, when the
+  report covers at most ten teams.
 
 The workload type is Berth's ``workload.ai/type`` label, which a job carries
 by its queue's class (``jobs.manifest_spec.WORKLOAD_TYPES``): the rollups
@@ -25,6 +26,7 @@ Berth did not submit count under the type their queue would give them.
 from __future__ import annotations
 
 import csv
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,10 +35,16 @@ from decimal import Decimal
 from typing import IO, Any
 
 from django.conf import settings
-from django.db.models import Case, IntegerField, Max, OuterRef, Q, Subquery, Sum, Value, When
+from django.db.models import Case, IntegerField, Max, OuterRef, Q, Subquery, Value, When
 
 from accounts.roles import is_platform_admin
-from cluster.models import PreemptionLoss, QueueSnapshot, TeamBorrowingRollup, UsageRollup
+from cluster.models import (
+    PreemptionLoss,
+    QueueSnapshot,
+    TeamBorrowingRollup,
+    TeamBorrowingTotal,
+    UsageRollup,
+)
 from jobs.manifest_spec import DEFAULT_WORKLOAD_TYPE, WORKLOAD_TYPES
 from jobs.models import JobRequest
 from queues import prices
@@ -45,6 +53,10 @@ from queues.errors import FieldError
 from queues.models import Team
 
 DIMENSIONS = ("team", "type", "flavor")
+# Counterparts listed per row, largest first (the borrowed and lent totals are
+# whole), when the report covers at most COUNTERPART_TEAMS teams.
+TOP_COUNTERPARTS = 5
+COUNTERPART_TEAMS = 10
 DEFAULT_GROUP_BY = ("team",)
 HOUR = Decimal(3600)
 # A cell starting with one of these is a formula to a spreadsheet: quoted.
@@ -177,9 +189,17 @@ class Figures:
     lost_cost: Decimal = Decimal(0)
     priced: bool = False
     lost_priced: bool = False
-    # None when the grouping has a workload type (borrowing is a queue's).
+    # None when the grouping has a workload type (borrowing is a queue's): the
+    # GPU-seconds borrowed and lent, and the largest counterparts of each.
+    borrowed: float | None = None
+    lent: float | None = None
     borrowed_from: dict[str, float] | None = None
     lent_to: dict[str, float] | None = None
+
+    def start_borrowing(self, listed: bool) -> None:
+        if self.borrowed is None:
+            self.borrowed, self.lent = 0.0, 0.0
+            self.borrowed_from, self.lent_to = ({}, {}) if listed else (None, None)
 
     def add_usage(self, price: str, allocated: float, busy: float, measured: float) -> None:
         self.allocated += allocated
@@ -255,31 +275,38 @@ def usage_report(
         wanted &= visible
     elif visible is not None:
         wanted = visible
-    days = {"day__gte": month.first_day, "day__lt": month.next_first_day}
+    positions = [DIMENSIONS.index(name) for name in group_by]
 
     def key_of(team: str, queue_class: str, flavor: str) -> tuple[str, ...]:
-        values = {"team": team, "type": workload_type(queue_class), "flavor": flavor}
-        return tuple(values[d] for d in group_by)
+        values = (team, workload_type(queue_class), flavor)
+        return tuple(values[i] for i in positions)
 
     groups: dict[tuple[str, ...], Figures] = defaultdict(Figures)
-    usage = UsageRollup.objects.filter(**days)
+    usage = UsageRollup.objects.filter(month=month.first_day)
     losses = PreemptionLoss.objects.filter(at__gte=month.start, at__lt=month.end)
     if wanted is not None:
         usage = usage.filter(team__in=wanted)
         losses = losses.filter(team__in=wanted)
     busy_source = ""
-    for team, queue_class, flavor, price, allocated, busy, measured, source in (
-        usage.values("team", "queue_class", "flavor", "price")
-        .annotate(
-            allocated=Sum("gpu_seconds"),
-            busy=Sum("busy_gpu_seconds"),
-            measured=Sum("measured_gpu_seconds"),
-            source=Max("busy_source"),
-        )
-        .order_by()
-        .values_list(
-            "team", "queue_class", "flavor", "price", "allocated", "busy", "measured", "source"
-        )
+    # One row per team, queue class, flavor and price in the month: nothing to add up.
+    for (
+        team,
+        queue_class,
+        flavor,
+        price,
+        allocated,
+        busy,
+        measured,
+        source,
+    ) in usage.order_by().values_list(
+        "team",
+        "queue_class",
+        "flavor",
+        "price",
+        "gpu_seconds",
+        "busy_gpu_seconds",
+        "measured_gpu_seconds",
+        "busy_source",
     ):
         groups[key_of(team, queue_class, flavor)].add_usage(
             price, float(allocated or 0), float(busy or 0), float(measured or 0)
@@ -300,7 +327,9 @@ def usage_report(
     for row in rows:
         totals.add(row.figures)
     if "type" not in group_by:
-        totals.borrowed_from, totals.lent_to = _totals_borrowing(rows, group_by)
+        # The whole of it; who with is each row's (the viewer's teams lend to each other).
+        totals.borrowed = sum(row.figures.borrowed or 0.0 for row in rows)
+        totals.lent = sum(row.figures.lent or 0.0 for row in rows)
     as_of = QueueSnapshot.objects.aggregate(at=Max("at"))["at"]
     return UsageReport(
         month=month,
@@ -348,49 +377,64 @@ def _add_borrowing(
     month: Month,
     wanted: set[str] | None,
 ) -> None:
-    """Borrowed from and lent to whom, onto each row: a row's teams are its
-    own (grouped by team) or all the viewer's; its flavor, if grouped by it."""
-    pairs = TeamBorrowingRollup.objects.filter(
-        day__gte=month.first_day, day__lt=month.next_first_day
-    )
+    """Borrowed and lent, onto each row (a row's teams are its own when
+    grouped by team, else all the viewer's; its flavor, if grouped by it),
+    from the teams' monthly totals. From and to whom, the largest
+    ``TOP_COUNTERPARTS``, when the report covers at most ``COUNTERPART_TEAMS``
+    teams: a month of a large cohort has tens of thousands of small pairs
+    (every queue with unused quota lends a share), too many to rank for every
+    team in one answer; ``team=`` asks for one."""
+    by_team, by_flavor = "team" in group_by, "flavor" in group_by
+    team_first = group_by[0] == "team"
+
+    def key(team: str, flavor: str) -> tuple[str, ...]:
+        if by_team and by_flavor:
+            return (team, flavor) if team_first else (flavor, team)
+        return (team,) if by_team else (flavor,)
+
+    listed = wanted is not None and len(wanted) <= COUNTERPART_TEAMS
+    totals = TeamBorrowingTotal.objects.filter(month=month.first_day)
     if wanted is not None:
-        pairs = pairs.filter(Q(borrower__in=wanted) | Q(lender__in=wanted))
-    by_team = "team" in group_by
-    by_flavor = "flavor" in group_by
-    for borrower, lender, flavor, seconds in (
-        pairs.values("borrower", "lender", "flavor")
-        .annotate(seconds=Sum("gpu_seconds"))
-        .order_by()
-        .values_list("borrower", "lender", "flavor", "seconds")
+        totals = totals.filter(team__in=wanted)
+    for team, flavor, borrowed, lent in totals.values_list(
+        "team", "flavor", "borrowed_gpu_seconds", "lent_gpu_seconds"
     ):
-        for side, other, outgoing in ((borrower, lender, True), (lender, borrower, False)):
-            if wanted is not None and side not in wanted:
-                continue
-            values = {"team": side, "flavor": flavor}
-            key = tuple(values[d] for d in group_by)
-            if not by_team and not by_flavor:
-                key = ()
-            figures = groups[key]
-            if figures.borrowed_from is None or figures.lent_to is None:
-                figures.borrowed_from, figures.lent_to = {}, {}
-            book = figures.borrowed_from if outgoing else figures.lent_to
-            book[other] = book.get(other, 0.0) + float(seconds or 0)
+        figures = groups[key(team, flavor)]
+        figures.start_borrowing(listed)
+        figures.borrowed = (figures.borrowed or 0.0) + borrowed
+        figures.lent = (figures.lent or 0.0) + lent
     for figures in groups.values():
-        if figures.borrowed_from is None:
-            figures.borrowed_from, figures.lent_to = {}, {}
-
-
-def _totals_borrowing(
-    rows: list[UsageRow], group_by: tuple[str, ...]
-) -> tuple[dict[str, float], dict[str, float]]:
-    borrowed: dict[str, float] = defaultdict(float)
-    lent: dict[str, float] = defaultdict(float)
-    for row in rows:
-        for other, seconds in (row.figures.borrowed_from or {}).items():
-            borrowed[other] += seconds
-        for other, seconds in (row.figures.lent_to or {}).items():
-            lent[other] += seconds
-    return dict(borrowed), dict(lent)
+        figures.start_borrowing(listed)
+    if not listed or wanted is None:
+        return
+    books: tuple[dict[tuple[str, ...], dict[str, float]], ...] = (
+        defaultdict(lambda: defaultdict(float)),
+        defaultdict(lambda: defaultdict(float)),
+    )
+    borrowed_from, lent_to = books
+    pairs = TeamBorrowingRollup.objects.filter(month=month.first_day).filter(
+        Q(borrower__in=wanted) | Q(lender__in=wanted)
+    )
+    for borrower, lender, flavor, seconds in pairs.values_list(
+        "borrower", "lender", "flavor", "gpu_seconds"
+    ):
+        if borrower in wanted:
+            borrowed_from[key(borrower, flavor)][lender] += seconds
+        if lender in wanted:
+            lent_to[key(lender, flavor)][borrower] += seconds
+    for outgoing, book in zip((True, False), books, strict=True):
+        for row_key, counterparts in book.items():
+            top = dict(
+                heapq.nsmallest(
+                    TOP_COUNTERPARTS, counterparts.items(), key=lambda item: (-item[1], item[0])
+                )
+            )
+            figures = groups[row_key]
+            figures.start_borrowing(listed)
+            if outgoing:
+                figures.borrowed_from = top
+            else:
+                figures.lent_to = top
 
 
 # --------------------------------------------------------------------------- answers
@@ -415,7 +459,6 @@ def _counterparts(book: Mapping[str, float] | None) -> list[dict[str, Any]] | No
 
 
 def figures_dict(figures: Figures) -> dict[str, Any]:
-    borrowed, lent = figures.borrowed_from, figures.lent_to
     return {
         "allocated_gpu_hours": hours(figures.allocated),
         "busy_gpu_hours": hours(figures.busy) if figures.measured else None,
@@ -424,10 +467,10 @@ def figures_dict(figures: Figures) -> dict[str, Any]:
         "unpriced_gpu_hours": hours(figures.unpriced),
         "cost": money_text(figures.cost, figures.priced),
         "lost_cost": money_text(figures.lost_cost, figures.lost_priced),
-        "borrowed_gpu_hours": None if borrowed is None else hours(sum(borrowed.values())),
-        "lent_gpu_hours": None if lent is None else hours(sum(lent.values())),
-        "borrowed_from": _counterparts(borrowed),
-        "lent_to": _counterparts(lent),
+        "borrowed_gpu_hours": None if figures.borrowed is None else hours(figures.borrowed),
+        "lent_gpu_hours": None if figures.lent is None else hours(figures.lent),
+        "borrowed_from": _counterparts(figures.borrowed_from),
+        "lent_to": _counterparts(figures.lent_to),
     }
 
 

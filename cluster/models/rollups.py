@@ -196,14 +196,15 @@ class TeamUsageSnapshot(models.Model):
 
 
 class UsageRollup(models.Model):
-    """Showback's daily figures: the GPU time one team's workloads of one queue
-    class held on one flavor in one UTC day, at one price per GPU-hour (a day
+    """Showback's figures: the GPU time one team's workloads of one queue class
+    held on one flavor in one UTC month, at one price per GPU-hour (a month
     whose price changed has a row for each price, so every hour is charged at
     the price in force then). Written by sync (``cluster.allocation``): the
     allocated time exactly, from each workload's quota reservation to its
-    eviction or end; the busy time sampled at every snapshot."""
+    eviction or end; the busy time sampled at every snapshot. By month, as the
+    report reads it: a month of 200 teams is a few thousand rows."""
 
-    day = models.DateField()
+    month = models.DateField(help_text="its first day")
     # The workload's team slug ("" for a namespace no team owns) and the class of
     # the ClusterQueue that admitted it (its workload.ai/type, docs/showback.md).
     team = models.CharField(max_length=63, blank=True)
@@ -220,17 +221,17 @@ class UsageRollup(models.Model):
     busy_source = models.CharField(max_length=16, blank=True)
 
     class Meta:
-        ordering = ["-day", "team", "queue_class", "flavor", "price"]
+        ordering = ["-month", "team", "queue_class", "flavor", "price"]
         constraints = [
             models.UniqueConstraint(
-                fields=["day", "team", "queue_class", "flavor", "price"],
+                fields=["month", "team", "queue_class", "flavor", "price"],
                 name="unique_usage_rollup",
             )
         ]
-        indexes = [models.Index(fields=["day", "team"])]
+        indexes = [models.Index(fields=["month", "team"])]
 
     def __str__(self) -> str:
-        return f"{self.team or '-'}/{self.queue_class or '-'}/{self.flavor} @ {self.day}"
+        return f"{self.team or '-'}/{self.queue_class or '-'}/{self.flavor} in {self.month:%Y-%m}"
 
 
 class OpenAllocation(models.Model):
@@ -298,23 +299,52 @@ class PreemptionLoss(models.Model):
 
 class TeamBorrowingRollup(models.Model):
     """GPU-seconds one team's queues borrowed from another team's in one UTC
-    day, per flavor (the borrowing rollup's pairs, by the queues' teams then;
-    "" for a shared queue). Showback reads it for "borrowed from and lent to whom"."""
+    month, per flavor (the borrowing rollup's pairs, by the queues' teams then;
+    "" for a shared queue). Showback reads it for "borrowed from and lent to
+    whom": by month, as the report is, since a cohort of many teams lends in
+    many small pairs (every queue with unused quota lends a share)."""
 
-    day = models.DateField()
+    month = models.DateField(help_text="its first day")
     borrower = models.CharField(max_length=63, blank=True)
     lender = models.CharField(max_length=63, blank=True)
     flavor = models.CharField(max_length=253)
     gpu_seconds = models.FloatField(default=0.0)
 
     class Meta:
-        ordering = ["-day", "borrower", "lender", "flavor"]
+        ordering = ["-month", "borrower", "lender", "flavor"]
         constraints = [
             models.UniqueConstraint(
-                fields=["day", "borrower", "lender", "flavor"], name="unique_team_borrowing"
+                fields=["month", "borrower", "lender", "flavor"], name="unique_team_borrowing"
             )
         ]
-        indexes = [models.Index(fields=["day"])]
+        indexes = [
+            models.Index(fields=["month", "borrower"]),
+            models.Index(fields=["month", "lender"]),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.borrower or 'shared'} ← {self.lender or 'shared'} @ {self.day}"
+        return f"{self.borrower or 'shared'} ← {self.lender or 'shared'} in {self.month:%Y-%m}"
+
+
+class TeamBorrowingTotal(models.Model):
+    """What one team borrowed and lent of one flavor in one UTC month, all
+    counterparts together (``TeamBorrowingRollup`` added up, kept as sync adds
+    to it): the report's borrowed and lent figures for every team at once,
+    without reading a month's pairs."""
+
+    month = models.DateField(help_text="its first day")
+    team = models.CharField(max_length=63, blank=True)
+    flavor = models.CharField(max_length=253)
+    borrowed_gpu_seconds = models.FloatField(default=0.0)
+    lent_gpu_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-month", "team", "flavor"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["month", "team", "flavor"], name="unique_team_borrowing_total"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team or 'shared'}/{self.flavor} in {self.month:%Y-%m}"

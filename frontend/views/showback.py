@@ -146,6 +146,9 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         "busy_source": answer["busy_source"],
         "as_of": answer["as_of"],
         "by_type": "type" in group_by,
+        # Whom from and to is listed for a few teams at a time (jobs.showback).
+        "counterparts_listed": answer["totals"]["borrowed_gpu_hours"] is None
+        or any(row["borrowed_from"] is not None for row in answer["rows"]),
         "hours_chart": usage_hours(
             [{**r["figures"], "label": r["label"]} for r in rows], group=group
         ),

@@ -83,7 +83,12 @@ class FiguresSerializer(serializers.Serializer):
         allow_null=True, help_text="null when grouped by type (borrowing is a queue's)"
     )
     lent_gpu_hours = serializers.FloatField(allow_null=True)
-    borrowed_from = CounterpartSerializer(many=True, allow_null=True)
+    borrowed_from = CounterpartSerializer(
+        many=True,
+        allow_null=True,
+        help_text="the five largest lenders; listed when the report covers at most 10 teams "
+        "(a member's, or team=), else null; null too when grouped by type",
+    )
     lent_to = CounterpartSerializer(many=True, allow_null=True)
 
 

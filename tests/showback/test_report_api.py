@@ -42,18 +42,31 @@ def test_team_figures_add_up_to_the_recorded_workloads_to_the_cent(
     # B: preempted 3 h 40 min after its admission, hourly checkpoints: 40 min × 4 GPUs.
     assert research["lost_gpu_hours"] == pytest.approx(2.6667, abs=1e-4)
     assert research["lost_cost"] == "2.33"
-    assert research["borrowed_gpu_hours"] == 6.0
-    assert research["borrowed_from"] == [{"team": "serving", "gpu_hours": 6.0}]
-    assert research["lent_to"] == []
+    assert research["borrowed_gpu_hours"] == 6.0 and research["lent_gpu_hours"] == 0
     # C: 32 GPU-hours at 2.49 before noon of 10-15, 32 at 3.00 after.
     assert serving["allocated_gpu_hours"] == 64.0
     assert serving["cost"] == "175.68"
     assert serving["lost_gpu_hours"] == 0 and serving["lost_cost"] is None
-    assert serving["lent_to"] == [{"team": "research", "gpu_hours": 6.0}]
+    assert serving["lent_gpu_hours"] == 6.0
+    # Whom from and to is listed for a few teams at a time, not for every team.
+    assert research["borrowed_from"] is None and serving["lent_to"] is None
     totals = answer["totals"]
     assert totals["allocated_gpu_hours"] == pytest.approx(114.6667, abs=1e-4)
     assert totals["cost"] == "275.73"
     assert totals["unpriced_gpu_hours"] == 0
+
+
+def test_borrowed_from_and_lent_to_whom_for_a_team(org: Org, october: October) -> None:
+    research = report(org.admin, team="research")["rows"]
+    assert [(r["team"], r["borrowed_from"], r["lent_to"]) for r in research] == [
+        ("research", [{"team": "serving", "gpu_hours": 6.0}], [])
+    ]
+    [serving] = report(org.bob)["rows"]
+    assert serving["lent_to"] == [{"team": "research", "gpu_hours": 6.0}]
+    assert serving["borrowed_from"] == []
+    by_flavor = by(report(org.alice, group_by="flavor")["rows"], "flavor")
+    assert by_flavor[("h100",)]["borrowed_from"] == [{"team": "serving", "gpu_hours": 6.0}]
+    assert by_flavor[("h100-spot",)]["borrowed_gpu_hours"] == 0
 
 
 def test_busy_hours_are_the_measured_samples(org: Org, october: October) -> None:
@@ -83,7 +96,8 @@ def test_grouped_by_team_and_type_and_by_flavor(org: Org, october: October) -> N
     assert flavors[("h100",)]["cost"] == "259.44"
     assert flavors[("h100-spot",)]["allocated_gpu_hours"] == pytest.approx(18.6667, abs=1e-4)
     assert flavors[("h100-spot",)]["cost"] == "16.29"
-    assert flavors[("h100",)]["borrowed_from"] == [{"team": "serving", "gpu_hours": 6.0}]
+    assert flavors[("h100",)]["borrowed_gpu_hours"] == 6.0
+    assert flavors[("h100",)]["lent_gpu_hours"] == 6.0
     ordered = report(org.admin, group_by="type,team")
     assert [(r["type"], r["team"]) for r in ordered["rows"]] == [
         ("evaluation", "research"),

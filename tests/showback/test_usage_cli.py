@@ -60,7 +60,7 @@ def test_the_table_has_each_group_its_figures_and_the_total(as_user: As) -> None
 
 
 def test_by_team_it_says_who_borrowed_from_whom(as_user: As) -> None:
-    code, out, _ = as_user("admin")("usage", "--month", MONTH)
+    code, out, _ = as_user("alice")("usage", "--month", MONTH)
     assert code == 0
     research = next(line for line in out.splitlines() if line.startswith("research"))
     assert "serving 6.0" in research and "100.05" in research
