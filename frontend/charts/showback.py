@@ -186,6 +186,8 @@ def usage_cost(rows: Any, *, currency: str, group: str = "group") -> Chart:
         height=category_height(len(labels)),
         barmode="stack",
         showlegend=True,
+        # Plotly lists stacked traces last first; kept work reads first.
+        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "traceorder": "normal"},
         xaxis=axis(f"cost ({currency})", rangemode="tozero", tickformat=",.2f"),
         yaxis=category_axis(reversed_=True),
     )

@@ -76,6 +76,15 @@ def test_an_admin_sees_every_team_with_charts_and_formatted_figures(
     shown = page.locator("main").inner_text()
     assert not RAW_FLOAT.search(shown.replace("0.8725", "")), RAW_FLOAT.findall(shown)
     screenshot(page, "usage-admin-team-type")
+    # By team: every team's borrowing, whom from and to one team at a time.
+    page.goto(f"/usage/?month={MONTH}&group_by=team")
+    assert cells(page, "borrowed") == ["6.0", "0.0"] and cells(page, "lent") == ["0.0", "6.0"]
+    expect(page.locator("#usage-counterparts")).to_contain_text("pick a team")
+    screenshot(page, "usage-admin-team")
+    page.get_by_label("Only team").select_option("research")
+    page.get_by_role("button", name="Show").click()
+    page.wait_for_load_state()
+    expect(page.locator("#usage-table")).to_contain_text("serving 6.0")
     assert not guard.problems()
 
 
