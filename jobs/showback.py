@@ -276,10 +276,14 @@ def usage_report(
     elif visible is not None:
         wanted = visible
     positions = [DIMENSIONS.index(name) for name in group_by]
+    keys: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
     def key_of(team: str, queue_class: str, flavor: str) -> tuple[str, ...]:
-        values = (team, workload_type(queue_class), flavor)
-        return tuple(values[i] for i in positions)
+        found = keys.get((team, queue_class, flavor))
+        if found is None:
+            values = (team, workload_type(queue_class), flavor)
+            found = keys[(team, queue_class, flavor)] = tuple(values[i] for i in positions)
+        return found
 
     groups: dict[tuple[str, ...], Figures] = defaultdict(Figures)
     usage = UsageRollup.objects.filter(month=month.first_day)
