@@ -49,6 +49,8 @@ FLAVORS: list[dict[str, Any]] = [
         },
         "capacity_type": "on-demand",
         "topology_name": "gpu-racks",
+        # Illustrative list prices per GPU-hour (BERTH_CURRENCY), for the usage page.
+        "gpu_hour_price": "3.90",
     },
     {
         "name": "h100-spot",
@@ -56,6 +58,7 @@ FLAVORS: list[dict[str, Any]] = [
         "node_labels": {"nvidia.com/gpu.product": GPU_PRODUCT, "berth.dev/capacity-type": "spot"},
         "node_taints": [SPOT_TAINT],
         "capacity_type": "spot",
+        "gpu_hour_price": "1.60",
     },
 ]
 

@@ -13,7 +13,15 @@ from django.core.management import call_command
 
 from queues import services
 from queues.choices import CapacityType
-from queues.models import ClusterQueue, LocalQueue, PolicyChange, QueueClass, Quota, Team
+from queues.models import (
+    ClusterQueue,
+    LocalQueue,
+    PolicyChange,
+    QueueClass,
+    Quota,
+    ResourceFlavor,
+    Team,
+)
 from queues.quantity import to_canonical
 from tests.factories import GPU, token_client
 
@@ -36,6 +44,12 @@ def test_seed_builds_the_demo_organisation() -> None:
     for quota in Quota.objects.filter(resource=GPU).select_related("flavor"):
         gpus[quota.flavor.name] = gpus.get(quota.flavor.name, 0) + quota.nominal_quota
     assert gpus == {"h100-ondemand": 48, "h100-spot": 16}
+    # Priced, so the usage page of a fresh `make run` shows costs, not "unpriced".
+    prices = dict(ResourceFlavor.objects.values_list("name", "gpu_hour_price"))
+    assert {name: str(price) for name, price in prices.items()} == {
+        "h100-ondemand": "3.9000",
+        "h100-spot": "1.6000",
+    }
     by_queue = {q.name: q for q in ClusterQueue.objects.select_related("team", "cohort")}
     assert {name: (q.team.slug if q.team else None) for name, q in by_queue.items()} == {
         "research": "research",
