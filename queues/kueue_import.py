@@ -30,10 +30,11 @@ from queues import services
 from queues.backends import get_backend
 from queues.backends.base import BackendError, ClusterBackend
 from queues.errors import PolicyConflict, PolicyInvalid
-from queues.kueue.adopt import ImportedPolicy, as_served, label, owner_of, read_kueue
+from queues.kueue.adopt import ImportedPolicy, label, read_kueue
 from queues.kueue.bundle import current_bundle
 from queues.kueue.plan import Change, Plan, make_plan
 from queues.kueue.render import render
+from queues.kueue.served import as_served, owner_of
 from queues.models import AdoptedObject, KueueReading, LocalQueue, QueueClass
 from queues.reconcile import actual_objects
 from queues.services.common import noted

@@ -12,8 +12,8 @@ the team (several namespaces may then share one). A ClusterQueue whose
 LocalQueues all sit in one team's namespaces is that team's; any other is
 shared.
 
-Also here: which field manager owns a field (``owner_of``), read from
-``metadata.managedFields``, so the plan can say which fields change manager.
+What an API server adds to what it serves (defaults, field managers) is in
+``queues.kueue.served``.
 
 Pure Python: no Django, no kubernetes client.
 """
@@ -25,22 +25,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from queues.kueue.plan import is_managed
-from queues.kueue.render import APPROVAL_CHECK, APPROVAL_CONTROLLER, DESCRIPTION, KUEUE_GROUP
+from queues.kueue.plan import Identity, is_managed
+from queues.kueue.render import (
+    APPROVAL_CHECK,
+    APPROVAL_CONTROLLER,
+    DESCRIPTION,
+    KUEUE_GROUP,
+    identity,
+)
+from queues.kueue.served import DEFAULTS
 
-Identity = tuple[str, str, str]
-
-# Kueue's CRD defaults (v1beta2): a field a file leaves out has this value on a cluster.
-DEFAULTS = {
-    "queueingStrategy": "BestEffortFIFO",
-    "stopPolicy": "None",
-    "withinClusterQueue": "Never",
-    "reclaimWithinCohort": "Never",
-    "borrowWithinCohort": "Never",
-    "whenCanBorrow": "MayStopSearch",
-    "whenCanPreempt": "TryNextFlavor",
-    "weight": "1",
-}
 # Kind -> the spec fields Berth represents; any other is reported as dropped.
 MODELLED_SPEC = {
     "Topology": {"levels"},
@@ -126,11 +120,6 @@ class ImportedPolicy:
     adopted: list[Identity] = field(default_factory=list)
     # identity -> the object as read, for the plan's "before".
     sources: dict[Identity, dict[str, Any]] = field(default_factory=dict)
-
-
-def identity(obj: Mapping[str, Any]) -> Identity:
-    metadata = obj.get("metadata") or {}
-    return str(obj.get("kind", "")), str(metadata.get("namespace") or ""), str(metadata["name"])
 
 
 def label(identity_: Identity) -> str:
@@ -545,68 +534,3 @@ def read_kueue(
     classes Berth has, ``approval_classes`` those that require approval;
     ``skip``: ``Kind/name`` or ``Kind/namespace/name`` to leave out."""
     return _Reader(objects, team_label, classes or {}, known_classes, approval_classes, skip).read()
-
-
-def as_served(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """``obj`` as an API server with Kueue's CRDs would hold it: the defaults
-    its schema fills in where a file left them out. Planning against files
-    then shows the same changes as against a cluster they were applied to."""
-    served = dict(obj)
-    kind = served.get("kind")
-    if kind not in ("ClusterQueue", "LocalQueue", "Cohort") or not isinstance(
-        served.get("spec"), Mapping
-    ):
-        return served
-    spec = dict(served["spec"])
-    if "fairSharing" in spec:
-        spec["fairSharing"] = {"weight": DEFAULTS["weight"], **(spec["fairSharing"] or {})}
-    if kind == "LocalQueue":
-        spec.setdefault("stopPolicy", DEFAULTS["stopPolicy"])
-    if kind == "ClusterQueue":
-        spec.setdefault("queueingStrategy", DEFAULTS["queueingStrategy"])
-        spec.setdefault("stopPolicy", DEFAULTS["stopPolicy"])
-        spec["flavorFungibility"] = {
-            "whenCanBorrow": DEFAULTS["whenCanBorrow"],
-            "whenCanPreempt": DEFAULTS["whenCanPreempt"],
-            **(spec.get("flavorFungibility") or {}),
-        }
-        preemption = dict(spec.get("preemption") or {})
-        preemption.setdefault("withinClusterQueue", DEFAULTS["withinClusterQueue"])
-        preemption.setdefault("reclaimWithinCohort", DEFAULTS["reclaimWithinCohort"])
-        preemption["borrowWithinCohort"] = {
-            "policy": DEFAULTS["borrowWithinCohort"],
-            **(preemption.get("borrowWithinCohort") or {}),
-        }
-        spec["preemption"] = preemption
-    served["spec"] = spec
-    return served
-
-
-def _path_parts(path: str) -> list[str]:
-    """``spec.preemption.withinClusterQueue`` -> its keys; a list index ends
-    the walk (Kueue's lists are owned whole)."""
-    parts = []
-    for part in path.split("."):
-        name = part.split("[", 1)[0]
-        parts.append(name)
-        if "[" in part:
-            break
-    return parts
-
-
-def owner_of(obj: Mapping[str, Any], path: str) -> list[str]:
-    """The field managers that own ``path`` (a plan's field path) on ``obj``,
-    from ``metadata.managedFields``; empty when nobody does (or the object
-    came from a file, which has no managers)."""
-    owners = []
-    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
-        fields = entry.get("fieldsV1") or {}
-        node: Any = fields
-        for part in _path_parts(path):
-            if not isinstance(node, Mapping) or f"f:{part}" not in node:
-                node = None
-                break
-            node = node[f"f:{part}"]
-        if node is not None:
-            owners.append(str(entry.get("manager", "?")))
-    return sorted(set(owners))

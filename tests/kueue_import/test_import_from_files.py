@@ -14,9 +14,10 @@ import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from queues.kueue.adopt import as_served, guess_class, owner_of, read_kueue
+from queues.kueue.adopt import guess_class, read_kueue
 from queues.kueue.plan import make_plan
 from queues.kueue.render import PolicyBundle, render
+from queues.kueue.served import as_served, owner_of
 from queues.models import AdoptedObject, ClusterQueue, PolicyChange
 
 INSTALLATION = Path(__file__).with_name("installation.yaml")
