@@ -1,0 +1,315 @@
+"""Capacity planning, the search: the smallest capacity of a flavor at which
+each target holds (the p-th percentile wait of a group of ClusterQueues, say
+the queue class ``training-large``, at most so long), with the curve of
+waits against GPUs that the search walked and how far the seeds spread.
+
+Capacities are whole nodes away from today's (``current + k × node``): the
+search replays today's capacity first, then gallops (1, 2, 4, 8 … nodes) up
+from it while a target fails, or down while every target holds, and bisects
+between the last capacity that failed and the first that held. It assumes a
+wait that only shrinks as capacity grows; every capacity replayed is kept,
+so the curve shows where noise breaks that. A target holds at a capacity
+when it holds in every seed (the worst seed decides: an answer to buy by),
+and a wait that is only a lower bound (workloads still waiting when the
+replay stopped, at or under the percentile) never holds. Each flavor is
+searched on its own, the others kept as they are.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from queues.engine.capacity import (
+    GPU,
+    Perturbation,
+    flavor_capacity,
+    node_gpus,
+    perturbed,
+    with_capacity,
+)
+from queues.engine.model import Policy, Workload
+from queues.engine.simulator import SimulationResult, Simulator
+
+# Search no further than this many times today's capacity (at least 8 nodes more).
+DEFAULT_MAX_FACTOR = 4.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """The ``percentile``-th wait of the workloads of ``group`` at most
+    ``max_wait`` seconds."""
+
+    group: str
+    percentile: float
+    max_wait: float
+
+
+@dataclass
+class Load:
+    """What is replayed: ``build()`` gives fresh workloads (the same every
+    call), with the simulator's settings for them (see ``Simulator``)."""
+
+    build: Callable[[], list[tuple[Workload, str]]]
+    horizon: float | None = None
+    context: frozenset[str] = frozenset()
+    eviction_delay: float = 30.0
+    requeue_delay: float = 1.0
+    check_delays: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Request:
+    """A plan: ``groups`` names sets of ClusterQueues (queue classes, or one
+    ClusterQueue each) whose waits the curve shows; ``targets`` are what must
+    hold; ``flavors`` the flavors to size, each searched on its own."""
+
+    policy: Policy
+    load: Load
+    groups: dict[str, tuple[str, ...]]
+    targets: list[Target]
+    flavors: list[str]
+    seeds: int = 3
+    perturbation: Perturbation = field(default_factory=Perturbation)
+    resource: str = GPU
+    max_factor: float = DEFAULT_MAX_FACTOR
+
+
+def percentile_wait(waits: list[tuple[float, bool]], p: float) -> tuple[float | None, bool]:
+    """Nearest-rank ``p``-th percentile of (wait, censored) pairs, and whether
+    it is only a lower bound (a censored wait at or under its rank)."""
+    if not waits:
+        return None, False
+    ordered = sorted(waits)  # exact waits sort before censored ones of the same length
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1][0], any(censored for _, censored in ordered[:rank])
+
+
+class Search:
+    """One plan's replays, kept by (flavor, capacity), and the answers."""
+
+    def __init__(
+        self, request: Request, progress: Callable[[int, int], None] | None = None
+    ) -> None:
+        self.request = request
+        self.progress = progress
+        self.replays = 0
+        self.budget = self._estimate()
+        # (flavor, gpus) -> per seed: group -> {"wait", "at_least", "workloads", "never"}
+        self.points: dict[tuple[str, int], list[dict[str, dict[str, Any]]]] = {}
+        self.percentiles = self._group_percentiles()
+
+    def _group_percentiles(self) -> dict[str, float]:
+        """The percentile each group is shown at: its target's (the first), else 90."""
+        chosen: dict[str, float] = {}
+        for target in self.request.targets:
+            if chosen.setdefault(target.group, target.percentile) != target.percentile:
+                raise ValueError(
+                    f"group {target.group!r} has targets at two percentiles; give one per group"
+                )
+        return {group: chosen.get(group, 90.0) for group in self.request.groups}
+
+    def _estimate(self) -> int:
+        """Replays a search will likely take (for progress): today's, a gallop
+        and a bisection over the range, per flavor and seed."""
+        total = 0
+        for flavor in self.request.flavors:
+            low, high = self.bounds(flavor)
+            steps = max(1, math.ceil(math.log2(high - low + 2)))
+            total += (2 * steps + 1) * self.request.seeds
+        return max(1, total)
+
+    # ------------------------------------------------------------- the range
+
+    def node(self, flavor: str) -> int:
+        return node_gpus(self.request.policy, flavor, self.request.resource)
+
+    def current(self, flavor: str) -> int:
+        return flavor_capacity(self.request.policy, flavor, self.request.resource)
+
+    def bounds(self, flavor: str) -> tuple[int, int]:
+        """The steps (whole nodes from today's capacity) the search may try:
+        down to one node's worth left, up to ``max_factor`` × today's."""
+        node, current = self.node(flavor), self.current(flavor)
+        low = -((current - 1) // node) if current > 0 else 0
+        ceiling = max(current * self.request.max_factor, current + 8 * node)
+        high = max(1, math.floor((ceiling - current) / node))
+        return low, high
+
+    def gpus(self, flavor: str, step: int) -> int:
+        return self.current(flavor) + step * self.node(flavor)
+
+    # ----------------------------------------------------------- the replays
+
+    def evaluate(self, flavor: str, gpus: int) -> list[dict[str, dict[str, Any]]]:
+        """Every seed's waits per group with ``flavor`` at ``gpus`` (cached)."""
+        key = (flavor, gpus)
+        if key not in self.points:
+            policy = with_capacity(self.request.policy, flavor, gpus, self.request.resource)
+            self.points[key] = [self._replay(policy, seed) for seed in range(self.request.seeds)]
+        return self.points[key]
+
+    def _replay(self, policy: Policy, seed: int) -> dict[str, dict[str, Any]]:
+        load = self.request.load
+        stream = perturbed(
+            load.build(),
+            seed,
+            self.request.perturbation,
+            context=load.context,
+            horizon=load.horizon,
+        )
+        result = Simulator(
+            policy,
+            stream,
+            start=0.0 if load.horizon is not None else None,
+            horizon=load.horizon,
+            context=load.context,
+            eviction_delay=load.eviction_delay,
+            requeue_delay=load.requeue_delay,
+            check_delays=load.check_delays,
+        ).run()
+        self.replays += 1
+        if self.progress is not None:
+            self.progress(min(self.replays, self.budget - 1), self.budget)
+        return self._waits(result)
+
+    def _waits(self, result: SimulationResult) -> dict[str, dict[str, Any]]:
+        members: dict[str, list[str]] = {}  # a ClusterQueue may be in several groups
+        for group, queues in self.request.groups.items():
+            for queue in queues:
+                members.setdefault(queue, []).append(group)
+        waits: dict[str, list[tuple[float, bool]]] = {g: [] for g in self.request.groups}
+        for record in result.records.values():
+            if record.measured:
+                for group in members.get(record.cluster_queue, ()):
+                    waits[group].append(record.censored_wait(result.end))
+        figures = {}
+        for group, found in waits.items():
+            wait, at_least = percentile_wait(found, self.percentiles[group])
+            figures[group] = {
+                "wait": wait,
+                "at_least": at_least,
+                "workloads": len(found),
+                "never_admitted": sum(1 for _, censored in found if censored),
+            }
+        return figures
+
+    def holds(self, target: Target, flavor: str, gpus: int) -> bool:
+        """The target holds in every seed, by waits that are not lower bounds."""
+        for seed in self.evaluate(flavor, gpus):
+            figures = seed[target.group]
+            wait, at_least = figures["wait"], figures["at_least"]
+            if wait is None or at_least or wait > target.max_wait:
+                return False
+        return True
+
+    # ------------------------------------------------------------ the search
+
+    def smallest(self, target: Target, flavor: str) -> dict[str, Any]:
+        """The fewest GPUs of ``flavor`` (whole nodes from today's) at which
+        ``target`` holds, or None with the most tried when none does."""
+        low, high = self.bounds(flavor)
+
+        def met(step: int) -> bool:
+            return self.holds(target, flavor, self.gpus(flavor, step))
+
+        held: int | None
+        if met(0):
+            held, failed, step = 0, low - 1, 1
+            while held > low:  # gallop down while it holds
+                tried = max(-step, low)
+                if not met(tried):
+                    failed = tried
+                    break
+                held, step = tried, step * 2
+        else:
+            held, failed, step = None, 0, 1
+            while held is None:  # gallop up while it fails
+                tried = min(step, high)
+                if met(tried):
+                    held = tried
+                elif tried == high:
+                    return {"gpus": None, "tried_up_to": self.gpus(flavor, high)}
+                else:
+                    failed, step = tried, step * 2
+        while held - failed > 1:  # bisect: failed < answer <= held
+            middle = (held + failed) // 2
+            if met(middle):
+                held = middle
+            else:
+                failed = middle
+        return {"gpus": self.gpus(flavor, held), "tried_up_to": None}
+
+    def run(self) -> dict[str, Any]:
+        """Every flavor's answers and curve, JSON-ready."""
+        flavors = []
+        for flavor in self.request.flavors:
+            current = self.current(flavor)
+            answers = []
+            for target in self.request.targets:
+                found = self.smallest(target, flavor)
+                gpus = found["gpus"]
+                answers.append(
+                    {
+                        "group": target.group,
+                        "percentile": target.percentile,
+                        "max_wait": target.max_wait,
+                        "gpus": gpus,
+                        "change": None if gpus is None else gpus - current,
+                        "nodes": None if gpus is None else math.ceil(gpus / self.node(flavor)),
+                        "holds_today": self.holds(target, flavor, current),
+                        "tried_up_to": found["tried_up_to"],
+                    }
+                )
+            needed = [a["gpus"] for a in answers]
+            flavors.append(
+                {
+                    "flavor": flavor,
+                    "current": current,
+                    "node_gpus": self.node(flavor),
+                    "answers": answers,
+                    # Every target at once: the most any one needs (None if one never holds).
+                    "gpus": None if None in needed or not needed else max(needed),
+                    "curve": self.curve(flavor),
+                }
+            )
+        if self.progress is not None:
+            self.progress(self.budget, self.budget)
+        return {
+            "flavors": flavors,
+            "percentiles": self.percentiles,
+            "replays": self.replays,
+            "seeds": self.request.seeds,
+        }
+
+    def curve(self, flavor: str) -> list[dict[str, Any]]:
+        """Per capacity replayed (ascending), per group: the median wait over
+        the seeds, the lowest and highest, and whether any is a lower bound."""
+        rows = []
+        for (name, gpus), seeds in sorted(self.points.items()):
+            if name != flavor:
+                continue
+            groups = {}
+            for group in self.request.groups:
+                waits = [s[group]["wait"] for s in seeds if s[group]["wait"] is not None]
+                groups[group] = {
+                    "median": statistics.median(waits) if waits else None,
+                    "low": min(waits, default=None),
+                    "high": max(waits, default=None),
+                    "at_least": any(s[group]["at_least"] for s in seeds),
+                    "workloads": max((s[group]["workloads"] for s in seeds), default=0),
+                    "never_admitted": max((s[group]["never_admitted"] for s in seeds), default=0),
+                }
+            rows.append({"gpus": gpus, "groups": groups})
+        return rows
+
+
+def plan(request: Request, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Search every flavor of the request; see ``Search``."""
+    return Search(copy.copy(request), progress).run()
