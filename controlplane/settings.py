@@ -253,6 +253,7 @@ INSTALLED_APPS = [
     "jobs",
     "approvals",
     "whatif",
+    "grants",
     "frontend",
     # Last: its embedded loop and run_embedded command drive every app above.
     "controlplane",
@@ -434,6 +435,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.drive_approvals",
         "schedule": BERTH_APPROVAL_INTERVAL,
     },
+    # Quota grants whose end has passed (also while Berth was down): reverted.
+    "revert-ended-grants": {"task": "grants.tasks.revert_ended_grants", "schedule": 60},
     # Jobs whose create or delete task was lost: queue it again.
     # Every 5 s: a create that could not be queued goes as soon as the broker is
     # back; one no worker took up, or whose attempt never finished (lost with a

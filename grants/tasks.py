@@ -1,0 +1,15 @@
+"""The quota grants' beat sweep."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from grants.lifecycle import revert_ended
+
+
+@shared_task(name="grants.tasks.revert_ended_grants", acks_late=True)
+def revert_ended_grants() -> dict[str, int]:
+    """Revert every active grant whose end has passed (and expire pending
+    ones); a grant whose end passed while Berth was down is reverted on the
+    first sweep after it comes back."""
+    return revert_ended()
