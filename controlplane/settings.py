@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from accounts.sso_config import SettingError, authentication_backends, read_account_settings
+from cluster.fairness_shares import DEFAULT_STARVED_BELOW, parse_fraction
 from controlplane.env import (
     ConfigError,
     Env,
@@ -162,6 +163,13 @@ if BERTH_APPROVAL_WEBHOOK_URL and not BERTH_APPROVAL_WEBHOOK_URL.startswith(
         f"BERTH_APPROVAL_WEBHOOK_URL={BERTH_APPROVAL_WEBHOOK_URL!r} is not an http(s) URL: "
         "give the webhook's full URL, e.g. https://hooks.slack.com/services/..., or unset it"
     )
+# A team getting less than this share of what it deserves while it waits is
+# starved (docs/fairness.md): shown, exported and announced; a team may have its own.
+BERTH_FAIR_SHARE_STARVED_BELOW, _problem = parse_fraction(
+    env.text("BERTH_FAIR_SHARE_STARVED_BELOW", str(DEFAULT_STARVED_BELOW))
+)
+if BERTH_FAIR_SHARE_STARVED_BELOW is None:
+    raise ConfigError(f"BERTH_FAIR_SHARE_STARVED_BELOW: {_problem}")
 # Links in notifications point here (the address people open Berth at).
 BERTH_PUBLIC_URL = env.text("BERTH_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Mail: Django's settings; the console backend (mail printed to the log) by default.

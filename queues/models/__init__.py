@@ -3,6 +3,7 @@
 from queues.models.classes import QueueClass, WorkloadPriorityClass
 from queues.models.cluster import SimulatedClock, SimulatedEvent, SimulatedObject
 from queues.models.cohorts import Cohort
+from queues.models.fairness import TeamFairness
 from queues.models.flavors import ResourceFlavor
 from queues.models.history import PolicyChange
 from queues.models.kueue_configuration import KueueConfiguration
@@ -28,6 +29,7 @@ __all__ = [
     "SimulatedEvent",
     "SimulatedObject",
     "Team",
+    "TeamFairness",
     "TeamMembership",
     "TeamNamespace",
     "Topology",
