@@ -2,7 +2,7 @@
 it so. Sync writes snapshots every ``BERTH_SYNC_INTERVAL`` seconds and events
 as they happen; without this every table grows forever.
 
-- Snapshots (queue usage, node capacity, team usage) are thinned as they age:
+- Snapshots (queue usage, node capacity, team usage, gang fit) are thinned as they age:
   every one for the first ``BERTH_SNAPSHOTS_FULL_HOURS``, then one per five
   minutes up to ``BERTH_SNAPSHOTS_5MIN_HOURS``, one per hour up to
   ``BERTH_SNAPSHOTS_HOURLY_DAYS``, and one per day after that. The one kept
@@ -33,6 +33,7 @@ from cluster.models import (
     BorrowingRollup,
     CapacitySnapshot,
     FairShareRollup,
+    GangFitSnapshot,
     PreemptionRollup,
     QueueSnapshot,
     TeamUsageSnapshot,
@@ -42,7 +43,12 @@ from cluster.models import (
 )
 from queues.models import ReconcileRun
 
-SNAPSHOTS: tuple[type[Model], ...] = (QueueSnapshot, CapacitySnapshot, TeamUsageSnapshot)
+SNAPSHOTS: tuple[type[Model], ...] = (
+    QueueSnapshot,
+    CapacitySnapshot,
+    TeamUsageSnapshot,
+    GangFitSnapshot,
+)
 ROLLUPS: tuple[type[Model], ...] = (WaitRollup, PreemptionRollup, BorrowingRollup, FairShareRollup)
 ENDED = (
     WorkloadState.FINISHED,

@@ -1,7 +1,8 @@
 """Snapshots of what the cluster holds, taken every sync: each ClusterQueue's
 quota and use (with lending attributed to lenders), the nodes' capacity per
-flavor, queue status, and team usage; with each new snapshot instant, the
-borrowing and fair-share rollups."""
+flavor, how scattered the free GPUs are (``cluster.gang_fit``), queue status,
+and team usage; with each new snapshot instant, the borrowing and fair-share
+rollups."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
+from cluster.gang_fit import snapshot_gang_fit
 from cluster.models import CapacitySnapshot, ObservedNode, QueueSnapshot, QueueStatus
 from cluster.rollups import count_borrowing
+from cluster.state import PolicyUnavailable
 from cluster.sync import GPU, amount_of
 from cluster.utilisation import busy_gpus, by_queue, snapshot_teams
 from queues.backends.base import TYPES, ClusterBackend
@@ -257,4 +260,8 @@ def snapshot_cluster(backend: ClusterBackend, at: datetime | None = None) -> tup
     flavors, _ = backend.list(TYPES["ResourceFlavor"])
     queues, capacity = snapshot_queues(backend, at), snapshot_capacity(backend, flavors, at)
     snapshot_teams(at)
+    try:  # on the nodes snapshot_capacity has just recorded
+        snapshot_gang_fit(at)
+    except PolicyUnavailable:
+        log.exception("gang-fit snapshot skipped: the stored policy does not load")
     return queues, capacity

@@ -12,6 +12,7 @@ from cluster.forecast import (
     kueue_pod_sets,
     pod_sets_of,
 )
+from cluster.gang_fit import job_verdicts
 from jobs.models import JobRequest, JobState
 from queues.access import other_teams_masked
 from queues.models import TeamNamespace
@@ -39,6 +40,11 @@ def explain_job(job: JobRequest) -> dict[str, Any]:
         answer["explanation"] = None
         return answer
     forecast = None
+    pod_sets: list[dict[str, Any]] = (
+        list(job.workload.pod_sets) if job.workload is not None and job.workload.pod_sets else []
+    )
+    if not pod_sets and job.manifest:
+        pod_sets = pod_sets_of(kueue_pod_sets(job.manifest[0]))
     if job.workload is not None:
         forecast = forecast_existing(f"{job.workload.namespace}/{job.workload.name}")
     if forecast is None:
@@ -55,7 +61,23 @@ def explain_job(job: JobRequest) -> dict[str, Any]:
             )
         )
     answer.update(forecast.as_dict())
+    answer.update(gang_fit(job.cluster_queue, pod_sets, fits_now=forecast.fits_now))
     return answer
+
+
+def gang_fit(
+    cluster_queue: str, pod_sets: list[dict[str, Any]], *, fits_now: bool
+) -> dict[str, Any]:
+    """Whether its pods find room together on the topology-aware flavors of its
+    queue (``gang_fit``: a verdict per flavor and pod set), and for a job that
+    does not fit now and finds its GPUs free but scattered, what it waits for in
+    one sentence with the node counts (``fragmentation``)."""
+    verdicts = job_verdicts(cluster_queue, pod_sets)
+    scattered = [v for v in verdicts if v.fragmented] if not fits_now else []
+    return {
+        "gang_fit": [v.as_dict() for v in verdicts],
+        "fragmentation": scattered[0].message if scattered else None,
+    }
 
 
 def explain_for(user: Any, job: JobRequest) -> dict[str, Any]:

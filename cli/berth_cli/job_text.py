@@ -137,6 +137,8 @@ def why_lines(answer: dict[str, Any], approval: list[str] | None = None) -> list
     lines = [f"{name} is {state} in ClusterQueue {queue}.", *asked]
     if explanation.get("message"):
         lines.append(str(explanation["message"]))
+    if answer.get("fragmentation"):  # free GPUs, but not on enough nodes together
+        lines.append(f"Fragmented: {answer['fragmentation']}.")
     position = answer.get("queue_position", explanation.get("position"))
     ahead = explanation.get("ahead", answer.get("workloads_ahead"))
     if position is not None:

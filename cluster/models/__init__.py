@@ -2,6 +2,7 @@
 events (``workloads``), hourly rollups and forecasts (``rollups``), and how
 each sync step last went (``health``)."""
 
+from cluster.models.gang_fit import GangFitSnapshot
 from cluster.models.health import SyncStepHealth, SyncStepName
 from cluster.models.rollups import (
     BUCKET_FIELDS,
@@ -41,6 +42,7 @@ __all__ = [
     "CapacitySnapshot",
     "EventType",
     "FairShareRollup",
+    "GangFitSnapshot",
     "ObservedNode",
     "OpenAllocation",
     "PendingForecast",
