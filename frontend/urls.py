@@ -6,6 +6,7 @@ from frontend import vendor
 from frontend.views import (
     approvals,
     cohorts,
+    gang_fit,
     jobs,
     kueue_configuration,
     kueue_import,
@@ -32,6 +33,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
     path("workloads/", workloads.workload_list, name="workloads"),
     path("usage/", showback.usage_page, name="usage"),
+    path("gang-fit/", gang_fit.gang_fit_page, name="gang-fit"),
     path("approvals/", approvals.inbox, name="approvals"),
     path("approvals/history/", approvals.history, name="approvals-history"),
     path("approvals/history.csv", approvals.history_csv, name="approvals-history-csv"),
