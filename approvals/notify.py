@@ -394,3 +394,31 @@ def notify_unwritten(request: ApprovalRequest, why: str) -> dict[str, Any]:
         log.warning("approval #%s: %s", request.pk, "; ".join(failures))
         record(request, ApprovalAction.NOTIFY_FAILED, message="; ".join(failures), details=sent)
     return sent
+
+
+# ------------------------------------------------------------------ other notices
+
+
+def send_notice(
+    *,
+    subject: str,
+    body: str,
+    people: Mapping[str, str],
+    payload: dict[str, Any],
+    prefix: str = "",
+) -> tuple[dict[str, Any], list[str]]:
+    """Send a notice that is not about one approval request (a team starving
+    of its fair share, ``approvals.fairness_alerts``) on the approvals'
+    channels: e-mail to ``people`` (username → address) and the approval
+    webhook when one is set. Returns what was sent (as ``notify_approvers``
+    does) and what failed; the caller records both, and nothing here raises."""
+    sent: dict[str, Any] = {"email": [], "emailed": []}
+    failures = _deliver(
+        sent, subject=subject, body=body, people=people, payload=lambda: payload, prefix=prefix
+    )
+    return sent, failures
+
+
+def reached(sent: dict[str, Any]) -> str:
+    """What ``send_notice`` reached, in words ("" when nobody)."""
+    return _reached(sent)

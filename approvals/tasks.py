@@ -8,6 +8,7 @@ from celery import shared_task
 
 from approvals.apply import apply_decision
 from approvals.controller import drive_approvals as drive_approvals_once
+from approvals.fairness_alerts import evaluate_fair_shares as evaluate_fair_shares_once
 from cluster.retry import ClusterTask
 from queues.backends import get_backend
 
@@ -25,3 +26,10 @@ def apply_approval(request_id: int) -> str:
     re-drives it if this task is lost or its write failed (the failure is on
     the request's audit trail)."""
     return apply_decision(get_backend(), request_id)
+
+
+@shared_task(name="approvals.tasks.evaluate_fair_shares", acks_late=True)
+def evaluate_fair_shares() -> dict[str, int]:
+    """Every minute: each team's fair-share figures, and a notice when a team
+    starts or stops starving (``approvals.fairness_alerts``)."""
+    return evaluate_fair_shares_once()

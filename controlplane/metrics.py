@@ -28,6 +28,7 @@ from prometheus_client.metrics_core import Metric
 from accounts.models import AccessDenial
 from accounts.services import record_access_denial
 from approvals.metrics import ApprovalsCollector
+from cluster.fairness_metrics import FairnessCollector
 from cluster.metrics import ClusterCollector
 from jobs.metrics import JobsCollector
 from queues.access import may_change_policy
@@ -49,6 +50,8 @@ class Registry(CollectorRegistry):
 REGISTRY = Registry(auto_describe=False)
 for collector in (ClusterCollector(), JobsCollector(), ReconcileCollector(), ApprovalsCollector()):
     REGISTRY.register(collector)
+# Fair shares (cluster.fairness_metrics): figures the beat task keeps.
+REGISTRY.register(FairnessCollector())
 
 
 FORBIDDEN_TEXT = (

@@ -452,6 +452,8 @@ CELERY_BEAT_SCHEDULE = {
     # behind after a minute.
     # A sweep that finds nothing to do costs two indexed queries.
     "sweep-jobs": {"task": "jobs.tasks.sweep_jobs", "schedule": 5},
+    # Fair shares: each team's figures, and a notice when one starts or stops starving.
+    "fair-shares": {"task": "approvals.tasks.evaluate_fair_shares", "schedule": 60},
 }
 if BERTH_CLUSTER == "simulated":
     CELERY_BEAT_SCHEDULE["step-simulated-cluster"] = {

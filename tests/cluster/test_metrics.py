@@ -196,6 +196,13 @@ EXPECTED_FAMILIES = {
     "berth_approval_requests": "gauge",
     "berth_approval_oldest_pending_seconds": "gauge",
     "berth_approval_undelivered_decisions": "gauge",
+    "berth_team_fair_share_ratio": "gauge",
+    "berth_team_fair_share_starved_below": "gauge",
+    "berth_team_fair_share_received_gpu_hours": "gauge",
+    "berth_team_fair_share_deserved_gpu_hours": "gauge",
+    "berth_team_waiting_gpus": "gauge",
+    "berth_team_fair_share_starved": "gauge",
+    "berth_fair_share_evaluated_timestamp_seconds": "gauge",
 }
 
 
@@ -388,4 +395,4 @@ def test_queries_do_not_grow_with_the_number_of_queues(db: Any, client: Client) 
     many, seen_many = measure()
     assert (seen_few, seen_many) == (3, 30)
     assert few == many, (few, many)
-    assert many <= 17  # one of them reads the sync steps' health
+    assert many <= 18  # one of them reads the sync steps' health, one the fair shares
