@@ -19,6 +19,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import collections
 import copy
 import math
 import statistics
@@ -35,7 +36,7 @@ from queues.engine.capacity import (
     with_capacity,
 )
 from queues.engine.model import Policy, Workload
-from queues.engine.simulator import SimulationResult, Simulator
+from queues.engine.simulator import Simulator, WorkloadRecord
 
 # Search no further than this many times today's capacity (at least 8 nodes more).
 DEFAULT_MAX_FACTOR = 4.0
@@ -79,6 +80,60 @@ class Request:
     perturbation: Perturbation = field(default_factory=Perturbation)
     resource: str = GPU
     max_factor: float = DEFAULT_MAX_FACTOR
+
+
+class _Failed(Exception):
+    """Every target of a replay has failed by ``at``: the rest cannot save it."""
+
+    def __init__(self, at: float) -> None:
+        super().__init__(f"every target failed by {at:g} s")
+        self.at = at
+
+
+@dataclass
+class _Watch:
+    """One target during a replay: its workloads' deadlines (arrival + the
+    limit), in order, and how many late ones fail it."""
+
+    deadlines: collections.deque[tuple[float, str]]
+    fails_at: int
+    late: int = 0
+
+
+class _Watched(Simulator):
+    """The simulator, stopped as soon as every target has failed: a capacity
+    far too small replays a month of ever longer queues, the slowest replays
+    of a search, to learn only that it is too small. A workload is late once
+    the clock passes its deadline with it not admitted by then; more late
+    than the percentile allows and the target fails whatever happens next."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        workloads: list[tuple[Workload, str]],
+        watches: list[_Watch],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(policy, workloads, **kwargs)
+        self.watches = watches
+
+    def _handle(self, now: float, kind: str, payload: Any) -> None:
+        if self.watches:
+            self._check(now)
+        super()._handle(now, kind, payload)
+
+    def _check(self, now: float) -> None:
+        failed = True
+        for watch in self.watches:
+            deadlines = watch.deadlines
+            while deadlines and deadlines[0][0] < now:
+                deadline, key = deadlines.popleft()
+                admitted = self.records[key].first_admitted
+                if admitted is None or admitted > deadline:
+                    watch.late += 1
+            failed = failed and watch.late >= watch.fails_at
+        if failed:
+            raise _Failed(now)
 
 
 def percentile_wait(waits: list[tuple[float, bool]], p: float) -> tuple[float | None, bool]:
@@ -147,13 +202,20 @@ class Search:
 
     # ----------------------------------------------------------- the replays
 
-    def evaluate(self, flavor: str, gpus: int) -> list[dict[str, dict[str, Any]]]:
-        """Every seed's waits per group with ``flavor`` at ``gpus`` (cached)."""
-        key = (flavor, gpus)
-        if key not in self.points:
+    def seed(self, flavor: str, gpus: int, seed: int) -> dict[str, dict[str, Any]]:
+        """Seed ``seed``'s waits per group with ``flavor`` at ``gpus`` (cached;
+        the seeds of a capacity are replayed in order, as they are asked for)."""
+        seeds = self.points.setdefault((flavor, gpus), [])
+        while len(seeds) <= seed:
             policy = with_capacity(self.request.policy, flavor, gpus, self.request.resource)
-            self.points[key] = [self._replay(policy, seed) for seed in range(self.request.seeds)]
-        return self.points[key]
+            seeds.append(self._replay(policy, len(seeds)))
+        return seeds[seed]
+
+    def evaluate(self, flavor: str, gpus: int) -> list[dict[str, dict[str, Any]]]:
+        """Every seed's waits per group with ``flavor`` at ``gpus``."""
+        for seed in range(self.request.seeds):
+            self.seed(flavor, gpus, seed)
+        return self.points[(flavor, gpus)]
 
     def _replay(self, policy: Policy, seed: int) -> dict[str, dict[str, Any]]:
         load = self.request.load
@@ -164,31 +226,62 @@ class Search:
             context=load.context,
             horizon=load.horizon,
         )
-        result = Simulator(
+        simulator = _Watched(
             policy,
             stream,
+            self._watches(stream, load.context),
             start=0.0 if load.horizon is not None else None,
             horizon=load.horizon,
             context=load.context,
             eviction_delay=load.eviction_delay,
             requeue_delay=load.requeue_delay,
             check_delays=load.check_delays,
-        ).run()
+        )
+        try:
+            result = simulator.run()
+            records, end, stopped = result.records, result.end, None
+        except _Failed as failed:
+            records, end, stopped = simulator.records, failed.at, failed.at
         self.replays += 1
         if self.progress is not None:
             self.progress(min(self.replays, self.budget - 1), self.budget)
-        return self._waits(result)
+        figures = self._waits(records, end)
+        if stopped is not None:  # every target failed: what it shows are lower bounds
+            for group in figures.values():
+                group["at_least"] = True
+                group["stopped_at"] = stopped
+        return figures
 
-    def _waits(self, result: SimulationResult) -> dict[str, dict[str, Any]]:
+    def _watches(self, stream: list[tuple[Workload, str]], context: frozenset[str]) -> list[_Watch]:
+        """What tells a replay every target has failed: per target, its
+        group's measured workloads in arrival order, and how many may wait
+        longer than its limit before its percentile does."""
+        members: dict[str, set[str]] = {g: set(q) for g, q in self.request.groups.items()}
+        watches = []
+        for target in self.request.targets:
+            queues = members.get(target.group, set())
+            arrivals = sorted(
+                (max(w.creation_time, 0.0) + target.max_wait, w.key)
+                for w, _ in stream
+                if w.cluster_queue in queues and w.key not in context
+            )
+            rank = max(1, math.ceil(target.percentile / 100 * len(arrivals)))
+            # More than len - rank late and fewer than rank can be on time.
+            watches.append(_Watch(collections.deque(arrivals), len(arrivals) - rank + 1))
+        return watches
+
+    def _waits(
+        self, records: Mapping[str, WorkloadRecord], end: float
+    ) -> dict[str, dict[str, Any]]:
         members: dict[str, list[str]] = {}  # a ClusterQueue may be in several groups
         for group, queues in self.request.groups.items():
             for queue in queues:
                 members.setdefault(queue, []).append(group)
         waits: dict[str, list[tuple[float, bool]]] = {g: [] for g in self.request.groups}
-        for record in result.records.values():
+        for record in records.values():
             if record.measured:
                 for group in members.get(record.cluster_queue, ()):
-                    waits[group].append(record.censored_wait(result.end))
+                    waits[group].append(record.censored_wait(end))
         figures = {}
         for group, found in waits.items():
             wait, at_least = percentile_wait(found, self.percentiles[group])
@@ -201,9 +294,10 @@ class Search:
         return figures
 
     def holds(self, target: Target, flavor: str, gpus: int) -> bool:
-        """The target holds in every seed, by waits that are not lower bounds."""
-        for seed in self.evaluate(flavor, gpus):
-            figures = seed[target.group]
+        """The target holds in every seed, by waits that are not lower bounds;
+        the seeds after the first that fails are not replayed."""
+        for index in range(self.request.seeds):
+            figures = self.seed(flavor, gpus, index)[target.group]
             wait, at_least = figures["wait"], figures["at_least"]
             if wait is None or at_least or wait > target.max_wait:
                 return False

@@ -187,13 +187,33 @@ def test_seeds_spread_the_waits_and_the_worst_seed_decides() -> None:
     perturbation = Perturbation(jitter=300, runtime_spread=0.3)
     search = Search(request(steady(16), seeds=4, perturbation=perturbation))
     result = search.run()
-    assert result["replays"] == len(search.points) * 4
-    today = next(p for p in result["flavors"][0]["curve"] if p["gpus"] == 16)
-    figures = today["groups"]["training-large"]
-    assert figures["low"] < figures["high"]  # the seeds differ
+    assert result["replays"] == sum(len(seeds) for seeds in search.points.values())
+    found = result["flavors"][0]["answers"][0]["gpus"]
+    assert len(search.points[("h100", found)]) == 4  # a capacity that holds: every seed
+    # With a limit nothing reaches, every seed of 16 GPUs runs to the end.
+    lenient = [Target("training-large", 90, 10**7)]
+    search = Search(request(steady(16), seeds=4, perturbation=perturbation, targets=lenient))
+    seeds = search.evaluate("h100", 16)
+    waits = sorted(seed["training-large"]["wait"] for seed in seeds)
+    assert not any(seed["training-large"]["at_least"] for seed in seeds)
+    assert waits[0] < waits[-1]  # the seeds differ
+    assert search.holds(Target("training-large", 90, waits[-1]), "h100", 16)
+    assert not search.holds(Target("training-large", 90, waits[-1] - 1e-6), "h100", 16)
+
+
+def test_a_capacity_that_fails_stops_its_replay_and_its_other_seeds() -> None:
+    """16 GPUs for 20 GPUs of steady work: once more than a tenth of the jobs
+    are late, p90 has failed; the replay stops there, its waits are lower
+    bounds, and no other seed is replayed."""
+    search = Search(request(steady(16, count=200), seeds=3))
     target = Target("training-large", 90, 60.0)
-    worst = max(seed["training-large"]["wait"] for seed in search.evaluate("h100", 16))
-    assert search.holds(target, "h100", 16) == (worst <= 60.0)
+    assert not search.holds(target, "h100", 16)
+    (only,) = search.points[("h100", 16)]
+    figures = only["training-large"]
+    assert figures["at_least"] and 0 < figures["stopped_at"] < 200 * 600
+    full = Search(request(steady(16, count=200), seeds=1, targets=[]))
+    complete = full.seed("h100", 16, 0)["training-large"]
+    assert "stopped_at" not in complete and complete["wait"] > figures["wait"] > 60
 
 
 def test_growth_adds_seeded_copies() -> None:
@@ -277,3 +297,14 @@ def test_a_wait_with_censored_waits_under_its_rank_is_a_lower_bound() -> None:
     assert percentile_wait(waits, 90) == (8.0, False)
     assert percentile_wait(waits, 100) == (100.0, True)
     assert percentile_wait([(5.0, True), (9.0, False)], 50) == (5.0, True)
+
+
+def test_one_late_workload_in_ten_leaves_p90_holding() -> None:
+    """Ten 1-GPU jobs at once on 9 GPUs: one waits 1000 s, nine not at all. p90
+    (the 9th wait) is 0 s, so the target holds; the replay must not stop at
+    the first late job. p95 (the 10th) fails."""
+    document = steady(9, interval=0.001, runtime=1000, gpus=1, count=10)
+    holds = Search(request(document)).holds(Target("training-large", 90, 60.0), "h100", 9)
+    assert holds
+    strict = [Target("training-large", 95, 60.0)]
+    assert not Search(request(document, targets=strict)).holds(strict[0], "h100", 9)
