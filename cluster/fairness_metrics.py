@@ -54,7 +54,8 @@ def fairness_metrics() -> list[Family]:
     )
     newest = None
     for slug, own, figures, waiting_gpus, since, at in rows:
-        newest = at if newest is None else max(newest, at)
+        if at is not None and (newest is None or at > newest):
+            newest = at
         below = default if own is None else float(own)
         waiting.add(waiting_gpus, {"team": slug})
         starved.add(int(since is not None), {"team": slug})
