@@ -7,6 +7,7 @@ from frontend.views import (
     approvals,
     cohorts,
     gang_fit,
+    grants,
     jobs,
     kueue_configuration,
     kueue_import,
@@ -38,6 +39,9 @@ urlpatterns = [
     path("approvals/history/", approvals.history, name="approvals-history"),
     path("approvals/history.csv", approvals.history_csv, name="approvals-history-csv"),
     path("approvals/<int:approval_id>/", approvals.detail, name="approval"),
+    path("grants/", grants.grant_list, name="grants"),
+    path("grants/new/", grants.grant_new, name="grant-new"),
+    path("grants/<int:grant_id>/", grants.grant_detail, name="grant"),
     path("policy/", policy.policy_index, name="policy"),
     path(
         "policy/kueue-configuration/",

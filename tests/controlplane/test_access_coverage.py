@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from accounts.models import AccessDenial, ApiToken
+from grants.models import QuotaGrant
 from jobs.models import JobRequest
 from queues.models import Team
 from tests.approvals.approval_support import approval_request
@@ -43,12 +45,14 @@ SIGNED_IN = {
     "policy-change-detail", "api-token-list", "submit-queue-list", "job-list", "approval-list",
     "approval-history", "api-root", "team-detail", "reconcile-run-list", "reconcile-run-detail",
     "usage", "usage-report", "gang-fit",
+    "grants", "grant-new", "quota-grant-list",
 }  # fmt: skip
 # Another team's object: bob is told it does not exist.
 OTHER_TEAMS = {
     "team", "job", "approval", "team-members", "job-detail", "job-events",
     "job-explain", "approval-detail", "approval-approve", "approval-reject",
     "api-token-detail",
+    "grant", "quota-grant-detail", "quota-grant-approve", "quota-grant-reject", "quota-grant-end",
 }  # fmt: skip
 # Approvers, and the teams whose jobs wait for an approval: not bob.
 APPROVERS = {"approvals", "approvals-history", "approvals-history-csv"}
@@ -59,6 +63,7 @@ ADMINS = {
     "policy-plan", "policy-reconcile", "access-denial-list", "metrics", "team-remove-member",
 }  # fmt: skip
 POST_ONLY = {"approval-approve", "approval-reject", "policy-reconcile", "policy-plan"}
+POST_ONLY |= {"quota-grant-approve", "quota-grant-reject", "quota-grant-end"}
 DELETE_ONLY = {"team-remove-member"}
 
 
@@ -95,6 +100,10 @@ def objects(org: Org) -> Objects:
         local_queue="research", cluster_queue="research", submitted_at=now,
     )  # fmt: skip
     approval = approval_request(org.users["alice"])
+    grant = QuotaGrant.objects.create(
+        team=research, cluster_queue="research", kind="nominal", flavor="h100", amount=8,
+        justification="release", created_at=now, ends_at=now + timedelta(days=1),
+    )  # fmt: skip
     run = WhatIfRun.objects.create(window_start=now, window_end=now)
     token = ApiToken.objects.filter(user=org.users["alice"]).first()
     assert token is not None
@@ -127,6 +136,11 @@ def objects(org: Org) -> Objects:
             "approval-detail": {"pk": approval.pk},
             "approval-approve": {"pk": approval.pk},
             "approval-reject": {"pk": approval.pk},
+            "grant": {"grant_id": grant.pk},
+            **{
+                f"quota-grant-{action}": {"pk": grant.pk}
+                for action in ("detail", "approve", "reject", "end")
+            },
         }
     )
 
