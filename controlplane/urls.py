@@ -33,6 +33,7 @@ urlpatterns = [
     path("api/v1/", include("approvals.urls")),
     path("api/v1/", include("grants.urls")),
     path("api/v1/reports/usage/", UsageReportView.as_view(), name="usage-report"),
+    path("api/v1/plans/capacity/", include("whatif.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("api-auth/", include("rest_framework.urls")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from whatif.capacity import execute_plan
 from whatif.service import execute as execute_whatif
 
 
@@ -13,3 +14,10 @@ def run_whatif(run_id: int) -> str:
     """Replay a what-if run's workloads under today's policy and the proposal;
     a run already claimed (a redelivery) is left alone."""
     return execute_whatif(run_id)
+
+
+@shared_task(name="whatif.tasks.run_capacity_plan", acks_late=True)
+def run_capacity_plan(plan_id: int) -> str:
+    """Search a capacity plan's answers; a plan already claimed (a
+    redelivery) is left alone."""
+    return execute_plan(plan_id)
