@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounts import oidc
 from accounts import views as sign_in
+from cluster.gang_fit_api import GangFitView
 from controlplane import health
 from controlplane.metrics import metrics_view
 from jobs.api.reports import UsageReportView
@@ -33,6 +34,7 @@ urlpatterns = [
     path("api/v1/", include("approvals.urls")),
     path("api/v1/", include("grants.urls")),
     path("api/v1/reports/usage/", UsageReportView.as_view(), name="usage-report"),
+    path("api/v1/gang-fit/", GangFitView.as_view(), name="gang-fit-map"),
     path("api/v1/plans/capacity/", include("whatif.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),

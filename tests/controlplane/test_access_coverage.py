@@ -44,7 +44,7 @@ SIGNED_IN = {
     "priority-class-detail", "queue-class-list", "queue-class-detail", "policy-change-list",
     "policy-change-detail", "api-token-list", "submit-queue-list", "job-list", "approval-list",
     "approval-history", "api-root", "team-detail", "reconcile-run-list", "reconcile-run-detail",
-    "usage", "usage-report", "gang-fit",
+    "usage", "usage-report", "gang-fit", "gang-fit-map",
     "grants", "grant-new", "quota-grant-list",
 }  # fmt: skip
 # Another team's object: bob is told it does not exist.
