@@ -32,6 +32,7 @@ from berth_cli.commands import (
 )
 from berth_cli.gang_fit import add_gang_fit_parser
 from berth_cli.grants import add_grants_parser
+from berth_cli.plan import add_plan_parser
 from berth_cli.usage import add_usage_parser
 
 if TYPE_CHECKING:
@@ -175,6 +176,7 @@ def build_parser() -> Parser:
 
     add_approvals_parser(commands, common)
     add_usage_parser(commands, common)
+    add_plan_parser(commands, common)
     add_grants_parser(commands, common)
     add_gang_fit_parser(commands, common)
     return parser
