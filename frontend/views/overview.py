@@ -12,16 +12,18 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from cluster import stats
+from cluster.fairness import ALERT_WINDOW, starved_below
 from cluster.models import SyncStepName
 from cluster.sync_steps import health
 from frontend import charts
+from frontend.charts.fair_share import WINDOW_LABELS, percent
 from frontend.shared_figures import shared_figures, sync_and_reconcile_marks
 from frontend.views.approvals import summary_for
 from frontend.views.common import page
 from jobs.models import JobState
 from jobs.selectors import job_counts
 from queues.access import visible_team_ids
-from queues.models import DriftRecord, ReconcileRun
+from queues.models import DriftRecord, ReconcileRun, TeamFairness
 
 # A step that has not run for this many sync intervals is late (beat or the
 # workers are down, or the embedded loop stopped).
@@ -118,10 +120,40 @@ def _cluster_figures() -> dict[str, object]:
     }
 
 
+def _fair_shares(visible: set[int] | None) -> dict[str, object]:
+    """Teams in a starvation episode (as the notices and /metrics say; every
+    viewer sees which, only the teams one may open are links), from the
+    figures beat keeps."""
+    rows = list(TeamFairness.objects.filter(evaluated_at__isnull=False).select_related("team"))
+    starved = []
+    for row in rows:
+        if row.starved_since is None:
+            continue
+        figures = row.figures or {}
+        starved.append(
+            {
+                "team": row.team.slug,
+                "link": visible is None or row.team_id in visible,
+                "share": percent(figures.get(ALERT_WINDOW, {}).get("ratio")),
+                "day": percent(figures.get("24h", {}).get("ratio")),
+                "below": percent(float(starved_below(row))),
+                "waiting_gpus": row.waiting_gpus,
+                "since": row.starved_since,
+            }
+        )
+    return {
+        "evaluated": max((r.evaluated_at for r in rows if r.evaluated_at), default=None),
+        "teams": len(rows),
+        "starved": sorted(starved, key=lambda s: str(s["team"])),
+        "window": WINDOW_LABELS[ALERT_WINDOW],
+    }
+
+
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     shared = shared_figures("overview", sync_and_reconcile_marks(), _cluster_figures)
-    jobs = job_counts(visible_team_ids(request.user))
+    visible = visible_team_ids(request.user)
+    jobs = job_counts(visible)
     waiting = (JobState.QUEUED, JobState.QUOTA_RESERVED, JobState.PREEMPTED)
     context = {
         **shared,
@@ -131,5 +163,6 @@ def overview(request: HttpRequest) -> HttpResponse:
             "waiting_jobs": sum(jobs.get(s, 0) for s in waiting),
         },
         "approvals": summary_for(request),
+        "fair_shares": _fair_shares(visible),
     }
     return page(request, "frontend/overview.html", context, nav="overview", charts=True)

@@ -15,18 +15,20 @@ from django.shortcuts import redirect
 
 from cluster import stats
 from cluster.borrowing import borrowing_now
+from cluster.fairness import set_starved_below, starved_below
 from cluster.models import TeamUsageSnapshot
+from frontend.charts.fair_share import percent, window_rows
 from frontend.views.common import page
 from jobs import selectors as job_selectors
 from jobs import services as job_services
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import JobRequest
 from jobs.models.requests import TERMINAL_STATES
-from queues.access import may_see_team, refuse, visible_team_ids
+from queues.access import may_change_policy, may_see_team, refuse, visible_team_ids
 from queues.api.conventions import flatten_errors
 from queues.display import duration
 from queues.errors import FieldError, PolicyInvalid
-from queues.models import ClusterQueue, LocalQueue, Team, TeamMembership
+from queues.models import ClusterQueue, LocalQueue, Team, TeamFairness, TeamMembership
 
 FORM_FIELDS = (
     "name", "kind", "image", "queue", "nodes", "gpus_per_node", "priority_class",
@@ -69,12 +71,43 @@ def _submit(request: HttpRequest, team: Team) -> tuple[dict[str, Any] | None, li
     return {"submitted": job}, []
 
 
+def _fair_share(team: Team, errors: list[FieldError]) -> dict[str, Any]:
+    """The team's fair share over each window, as text, and its threshold."""
+    row = TeamFairness.objects.filter(team=team).first()
+    threshold = starved_below(row)
+    return {
+        "row": row,
+        "evaluated": row is not None and row.evaluated_at is not None,
+        "windows": window_rows(row.figures if row else {}, float(threshold)),
+        "below": percent(float(threshold)),
+        "own": row is not None and row.starved_below is not None,
+        "value": str(row.starved_below.normalize()) if row and row.starved_below else "",
+        "errors": errors,
+    }
+
+
+def _set_threshold(request: HttpRequest, team: Team) -> list[FieldError]:
+    """A platform admin gives the team its own threshold (or takes it away)."""
+    if not may_change_policy(request.user):
+        raise refuse(request, f"team {team.slug}: fair-share threshold by a non-admin")
+    try:
+        set_starved_below(team, request.POST.get("starved_below", ""))
+    except PolicyInvalid as exc:
+        return exc.errors
+    return []
+
+
 @login_required
 def team_page(request: HttpRequest, slug: str) -> HttpResponse:
     team = _team(request, slug)
     result: dict[str, Any] | None = None
     errors: list[FieldError] = []
-    if request.method == "POST":
+    threshold_errors: list[FieldError] = []
+    if request.method == "POST" and "starved_below" in request.POST:
+        threshold_errors = _set_threshold(request, team)
+        if not threshold_errors:
+            return redirect(f"{request.path}#fair-share")
+    elif request.method == "POST":
         result, errors = _submit(request, team)
         if result and "submitted" in result:
             return redirect("job", result["submitted"].pk)
@@ -84,11 +117,12 @@ def team_page(request: HttpRequest, slug: str) -> HttpResponse:
         "quotas": [(q, stats.queue_quota_rows(q.name)) for q in queues.order_by("name")],
         "borrowing": borrowing_now([q.name for q in queues.order_by("name")]),
         "usage": team.usage.order_by("-at").first(),
+        "fair_share": _fair_share(team, threshold_errors),
         "jobs": job_selectors.jobs_for(request.user).filter(team=team)[:20],
         "local_queues": LocalQueue.objects.filter(namespace__team=team)
         .select_related("cluster_queue__queue_class", "namespace")
         .order_by("name"),
-        "form": request.POST if request.method == "POST" else {},
+        "form": request.POST if request.method == "POST" and not threshold_errors else {},
         "errors": errors,
         "field_errors": {e.field: e for e in errors},
         "result": result,
