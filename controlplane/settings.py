@@ -390,7 +390,8 @@ SPECTACULAR_SETTINGS = {
         )
     }
     | {name: f"jobs.models.requests.{name}" for name in ("JobKind", "JobState")}
-    | {name: f"approvals.models.{name}" for name in ("ApprovalState", "ApprovalAction")},
+    | {name: f"approvals.models.{name}" for name in ("ApprovalState", "ApprovalAction")}
+    | {name: f"grants.models.{name}" for name in ("GrantKind", "GrantState")},
 }
 
 # Celery. No broker configured means embedded: tasks run in-process, eagerly.

@@ -108,7 +108,7 @@ class GrantRequestSerializer(StrictSerializer):
     justification = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
 
 
-class ApproveSerializer(StrictSerializer):
+class GrantApproveSerializer(StrictSerializer):
     comment = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     acknowledge_preemption = serializers.BooleanField(
         required=False,
@@ -117,11 +117,11 @@ class ApproveSerializer(StrictSerializer):
     )
 
 
-class RejectSerializer(StrictSerializer):
+class GrantRejectSerializer(StrictSerializer):
     reason = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
 
 
-class EndSerializer(StrictSerializer):
+class GrantEndSerializer(StrictSerializer):
     reason = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
 
 
@@ -190,12 +190,14 @@ class QuotaGrantViewSet(
             return _refused(request, refused)
         return self._answer(grant, status.HTTP_201_CREATED)
 
-    @extend_schema(request=ApproveSerializer, parameters=[IDEMPOTENCY_KEY], responses=RESPONSES)
+    @extend_schema(
+        request=GrantApproveSerializer, parameters=[IDEMPOTENCY_KEY], responses=RESPONSES
+    )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str | None = None) -> Response:
         """Approve a pending grant: its changes are applied to the policy now."""
         target = self.get_object()
-        body = ApproveSerializer(data=request.data)
+        body = GrantApproveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             grant = lifecycle.approve(
@@ -209,12 +211,12 @@ class QuotaGrantViewSet(
             return _refused(request, refused)
         return self._answer(grant)
 
-    @extend_schema(request=RejectSerializer, parameters=[IDEMPOTENCY_KEY], responses=RESPONSES)
+    @extend_schema(request=GrantRejectSerializer, parameters=[IDEMPOTENCY_KEY], responses=RESPONSES)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str | None = None) -> Response:
         """Reject a pending grant with a reason."""
         target = self.get_object()
-        body = RejectSerializer(data=request.data)
+        body = GrantRejectSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             grant = lifecycle.reject(
@@ -227,12 +229,12 @@ class QuotaGrantViewSet(
             return _refused(request, refused)
         return self._answer(grant)
 
-    @extend_schema(request=EndSerializer, responses=RESPONSES)
+    @extend_schema(request=GrantEndSerializer, responses=RESPONSES)
     @action(detail=True, methods=["post"])
     def end(self, request: Request, pk: str | None = None) -> Response:
         """End a grant early: an active one is reverted, a pending one withdrawn."""
         target = self.get_object()
-        body = EndSerializer(data=request.data)
+        body = GrantEndSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             grant = lifecycle.end(
