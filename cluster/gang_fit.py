@@ -44,17 +44,23 @@ def placed_usage(placer: Placer) -> dict[str, dict[str, int]]:
     """Node -> resource -> what the pods of the workloads holding quota ask for
     there: where Kueue placed them (``placed_on``), else where the engine would
     (in the order ``cluster.state`` adds them, so the two agree)."""
-    rows = WorkloadRecord.objects.filter(state__in=HOLDING).exclude(flavors={})
-    for row in rows.order_by("created_at", "id").iterator(chunk_size=2000):
+    rows = (
+        WorkloadRecord.objects.filter(state__in=HOLDING)
+        .exclude(flavors={})
+        .order_by("created_at", "id")
+        # Only what placing needs: a model per row would cost more than the placing.
+        .values_list("namespace", "name", "cluster_queue", "created_at", "pod_sets", "flavors")
+    )
+    for namespace, name, queue, created_at, shapes, flavors in rows.iterator(chunk_size=2000):
         workload = Workload(
-            name=row.name,
-            namespace=row.namespace,
-            cluster_queue=row.cluster_queue,
-            pod_sets=tuple(pod_set(p) for p in row.pod_sets),
-            creation_time=row.created_at.timestamp(),
-            admission={k: dict(v) for k, v in row.flavors.items()},
-            admitted_counts=_per_pod_set(row.pod_sets, "admitted_count"),
-            topology_assignment=_per_pod_set(row.pod_sets, "placed_on"),
+            name=name,
+            namespace=namespace,
+            cluster_queue=queue,
+            pod_sets=tuple(pod_set(p) for p in shapes),
+            creation_time=created_at.timestamp(),
+            admission={k: dict(v) for k, v in flavors.items()},
+            admitted_counts=_per_pod_set(shapes, "admitted_count"),
+            topology_assignment=_per_pod_set(shapes, "placed_on"),
         )
         place_on_nodes(placer, workload)
     return placer.used

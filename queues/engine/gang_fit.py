@@ -169,9 +169,16 @@ def gang_sizes(node_gpus: int) -> list[int]:
     return sizes
 
 
-def largest_gang(room: FlavorRoom, level: str, gpus_per_node: int) -> LargestGang:
+def largest_gang(
+    room: FlavorRoom,
+    level: str,
+    gpus_per_node: int,
+    domains: Mapping[str, list[NodeRoom]] | None = None,
+) -> LargestGang:
+    """``domains``: ``room.domains(level)``, when the caller has it already."""
     best_pods, best_domain = 0, ""
-    for domain, members in sorted(room.domains(level).items()):
+    grouped = room.domains(level) if domains is None else domains
+    for domain, members in sorted(grouped.items()):
         pods = sum(node.free_gpus // gpus_per_node for node in members)
         if pods > best_pods:
             best_pods, best_domain = pods, domain
@@ -185,6 +192,7 @@ def gang_fit_map(room: FlavorRoom) -> GangFitMap:
     for node in room.nodes:
         histogram[node.free_gpus] = histogram.get(node.free_gpus, 0) + 1
     levels = [ANYWHERE, *room.levels]
+    grouped = {level: room.domains(level) for level in levels}
     node_gpus = max((node.gpus for node in room.nodes), default=0)
     return GangFitMap(
         flavor=room.flavor,
@@ -206,7 +214,9 @@ def gang_fit_map(room: FlavorRoom) -> GangFitMap:
             for node in room.nodes
         ],
         largest=[
-            largest_gang(room, level, size) for level in levels for size in gang_sizes(node_gpus)
+            largest_gang(room, level, size, grouped[level])
+            for level in levels
+            for size in gang_sizes(node_gpus)
         ],
     )
 
