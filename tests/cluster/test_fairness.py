@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from cluster.fairness import evaluate, refresh, set_starved_below, waiting_gpus_
 from cluster.models import EventType, QueueSnapshot, WorkloadEvent, WorkloadRecord, WorkloadState
 from queues.errors import PolicyInvalid
 from queues.models import KueueConfiguration, Team, TeamFairness
+from tests.controlplane.test_startup import clean_env, run
 from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
 
 GPU = "nvidia.com/gpu"
@@ -178,3 +180,29 @@ def test_a_teams_own_threshold_is_a_fraction_or_nothing(scenario: Scenario) -> N
         assert error.field == "starved_below" and error.rule == "fraction" and says in error.message
         assert str(TeamFairness.objects.get(team=research).starved_below) == "0.250"
     assert set_starved_below(research, "").starved_below is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", "BERTH_FAIR_SHARE_STARVED_BELOW: '0' is out of range"),
+        ("half", "BERTH_FAIR_SHARE_STARVED_BELOW: 'half' is not a number"),
+        ("0.12345", "has more than 3 decimals: a fraction above 0 and at most 1"),
+    ],
+)
+def test_a_bad_installation_threshold_stops_start_up_naming_the_variable(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    env = clean_env(tmp_path, BERTH_FAIR_SHARE_STARVED_BELOW=value, BERTH_SECRET_KEY="k" * 40)
+    result = run(["manage.py", "check"], env)
+    assert result.returncode == 2
+    assert result.stderr.startswith("berth: configuration error: ")
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_installation_threshold_is_read_as_a_decimal(tmp_path: Path) -> None:
+    env = clean_env(tmp_path, BERTH_FAIR_SHARE_STARVED_BELOW=" 0.30 ", BERTH_SECRET_KEY="k" * 40)
+    shown = "from django.conf import settings; print(repr(settings.BERTH_FAIR_SHARE_STARVED_BELOW))"
+    result = run(["manage.py", "shell", "-c", shown], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "Decimal('0.3')"
