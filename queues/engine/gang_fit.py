@@ -279,9 +279,12 @@ def fragmentation(
     request: TopologyRequest | None = None,
 ) -> Fragmentation | None:
     """The verdict on ``count`` pods asking ``per_pod`` each on this flavor now;
-    None when they ask for no GPUs (the map is about GPUs)."""
+    None when they ask for no GPUs (the map is about GPUs), or for a level the
+    flavor's topology lacks (they never fit, and the engine says why)."""
     gpus_per_pod = int(per_pod.get(GPU, 0))
     if gpus_per_pod <= 0 or count <= 0:
+        return None
+    if request is not None and request.level not in room.levels:
         return None
     held = {node.name: node.pods(per_pod) for node in room.nodes}
     room_for = sum(held.values())
@@ -292,7 +295,7 @@ def fragmentation(
         if held[node.name] == 0:
             histogram[node.free_gpus] = histogram.get(node.free_gpus, 0) + 1
     others = sorted(histogram.items(), reverse=True)
-    required = request is not None and request.required and request.level in room.levels
+    required = request is not None and request.required
     level = request.level if required and request is not None else ANYWHERE
     domain_room, domain, domain_gpus = room_for, room.flavor, free_gpus
     if level != ANYWHERE:

@@ -115,6 +115,15 @@ def test_no_gpus_asked_no_verdict() -> None:
     assert fragmentation(flavor_room("h100", RACKS, nodes, used), 4, {CPU: 1000}) is None
 
 
+def test_a_level_the_topology_lacks_no_verdict() -> None:
+    """The gang never fits there; the engine's own sentence names the level."""
+    nodes, used = scattered()
+    room = flavor_room("h100", RACKS, nodes, used)
+    missing = TopologyRequest("example.com/pod", required=True)
+    assert fragmentation(room, 4, EIGHT, missing) is None
+    assert fragmentation(flavor_room("h100", None, nodes, used), 4, EIGHT, missing) is None
+
+
 def test_the_map_per_level() -> None:
     nodes, used = scattered()
     fit = gang_fit_map(flavor_room("h100", RACKS, nodes, used))
