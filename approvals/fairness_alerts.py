@@ -138,15 +138,17 @@ def evaluate_fair_shares(now: datetime | None = None) -> dict[str, int]:
         counts["teams"] += 1
         starved = is_starved(row)
         counts["starved"] += int(starved)
-        current = TeamFairness.objects.filter(pk=row.pk).values_list("starved_since", flat=True)[0]
-        if starved and current is None:
+        if starved:
+            # Only the pass that finds no episode open opens it (and announces it).
             began = TeamFairness.objects.filter(pk=row.pk, starved_since__isnull=True).update(
                 starved_since=now, episodes=F("episodes") + 1
             )
             if began:
                 counts["began"] += 1
                 _announce(row, STARVED, now, now)
-        elif not starved and current is not None:
+            continue
+        current = TeamFairness.objects.filter(pk=row.pk).values_list("starved_since", flat=True)[0]
+        if current is not None:
             ended = TeamFairness.objects.filter(pk=row.pk, starved_since=current).update(
                 starved_since=None
             )
