@@ -332,6 +332,9 @@ def fragmentation(
 def _message(verdict: Fragmentation, needed: int, domain_gpus: int) -> str:
     count, gpus = verdict.pods, verdict.gpus_per_pod
     ask = f"needs {_nodes(count)} with {gpus} free GPU{'s' if gpus != 1 else ''} each"
+    name = _level_name(verdict.level)
+    if verdict.level != ANYWHERE:
+        ask += f" in one {name} ({verdict.level})"
     where = f"on flavor {verdict.flavor}"
     if verdict.fits:
         return f"{ask}; {where} there is room for {verdict.domain_room_for} such now"
@@ -340,21 +343,22 @@ def _message(verdict: Fragmentation, needed: int, domain_gpus: int) -> str:
             f"{ask} ({needed} GPUs); only {verdict.free_gpus} GPUs are free {where}, "
             "so it waits for GPUs, not for them to come together"
         )
+    if verdict.level != ANYWHERE and verdict.room_for >= count:
+        # Room enough on the flavor's nodes, only not in one domain of the level.
+        text = (
+            f"{ask}; {verdict.free_gpus} GPUs are free {where} and its nodes have room for "
+            f"{verdict.room_for} such, but the best {name} ({verdict.domain}) has room for "
+            f"only {verdict.domain_room_for}"
+        )
+        if domain_gpus >= needed:
+            text += f" though {domain_gpus} of its GPUs are free"
+        return text
     verb = "has" if verdict.nodes_with_room == 1 else "have"
     have = f"only {_nodes(verdict.nodes_with_room)} {verb} {gpus} free"
     if verdict.room_for > verdict.nodes_with_room:
         have += f" (room for {verdict.room_for} of the {count})"
-    others = _others(verdict.others)
     text = f"{ask}; {verdict.free_gpus} GPUs are free {where} but {have}"
+    others = _others(verdict.others)
     if others:
         text += f" (others: {others})"
-    if verdict.level != ANYWHERE and verdict.room_for >= count:
-        name = _level_name(verdict.level)
-        text = (
-            f"{ask} in one {name} ({verdict.level}); {verdict.free_gpus} GPUs are free "
-            f"{where} and its nodes have room for {verdict.room_for} such, but the best "
-            f"{name} ({verdict.domain}) has room for only {verdict.domain_room_for}"
-        )
-        if domain_gpus >= needed:
-            text += f" though {domain_gpus} of its GPUs are free"
     return text

@@ -105,6 +105,16 @@ def test_required_rack_spread_over_racks() -> None:
         "32 GPUs are free on flavor h100 and its nodes have room for 4 such, but the "
         "best rack (b0/r0) has room for only 2"
     )
+    # Fewer whole nodes than it needs at all: still told it is one rack it asks for.
+    halves = used_gpus(n0=8, n1=4, n2=4, n3=4, n4=8, n5=4, n6=4, n7=4)
+    three = fragmentation(
+        flavor_room("h100", RACKS, nodes, halves), 3, EIGHT, TopologyRequest(RACK, required=True)
+    )
+    assert three is not None and three.fragmented
+    assert three.message == (
+        "needs 3 nodes with 8 free GPUs each in one rack (topology.berth.dev/rack); 40 GPUs "
+        "are free on flavor h100 but only 2 nodes have 8 free (others: 6 nodes with 4)"
+    )
     # Preferred falls back to anywhere, as Kueue does: it fits.
     preferred = fragmentation(room, 4, EIGHT, TopologyRequest(RACK, required=False))
     assert preferred is not None and preferred.fits
