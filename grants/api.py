@@ -25,6 +25,7 @@ from accounts.models import AccessDenial
 from accounts.services import record_access_denial
 from grants import lifecycle
 from grants.access import NotAllowed, may_decide, may_end, visible_to
+from grants.impact import whatif_waits
 from grants.models import GrantKind, GrantState, QuotaGrant
 from grants.services import describe, request_grant
 from queues.api.fields import StrictSerializer
@@ -62,6 +63,10 @@ class GrantSerializer(serializers.ModelSerializer):
     impact = serializers.JSONField(read_only=True)
     applied = serializers.JSONField(read_only=True)
     reverted = serializers.JSONField(read_only=True)
+    whatif = serializers.SerializerMethodField(
+        help_text="what the grant's what-if run says about waits, per ClusterQueue "
+        "(seconds), or null without a run"
+    )
     can_decide = serializers.SerializerMethodField()
     can_end = serializers.SerializerMethodField()
 
@@ -70,9 +75,9 @@ class GrantSerializer(serializers.ModelSerializer):
         fields = [
             "id", "state", "summary", "team", "requester", "cluster_queue", "kind", "lender",
             "flavor", "resource", "amount", "justification", "created_at", "ends_at", "impact",
-            "whatif_run", "decided_by", "decided_at", "comment", "acknowledged_preemption",
-            "applied", "applied_at", "ended_at", "ended_by", "end_reason", "reverted",
-            "can_decide", "can_end",
+            "whatif_run", "whatif", "decided_by", "decided_at", "comment",
+            "acknowledged_preemption", "applied", "applied_at", "ended_at", "ended_by",
+            "end_reason", "reverted", "can_decide", "can_end",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -81,6 +86,9 @@ class GrantSerializer(serializers.ModelSerializer):
 
     def get_summary(self, grant: QuotaGrant) -> str:
         return describe(grant)
+
+    def get_whatif(self, grant: QuotaGrant) -> dict[str, Any] | None:
+        return whatif_waits(grant.whatif_run, grant.cluster_queue)
 
     def get_can_decide(self, grant: QuotaGrant) -> bool:
         user = self.context["request"].user
@@ -172,7 +180,7 @@ class QuotaGrantViewSet(
 
     def get_queryset(self) -> Any:
         return visible_to(self.request.user).select_related(
-            "team", "requester", "decided_by", "ended_by"
+            "team", "requester", "decided_by", "ended_by", "whatif_run"
         )
 
     def _answer(self, grant: QuotaGrant, code: int = status.HTTP_200_OK) -> Response:

@@ -21,6 +21,7 @@ from grants.models import GrantKind
 from grants.policy import BORROWING, LENDING, NOMINAL, current
 from queues.models import ClusterQueue
 from queues.quantity import format_canonical
+from whatif.models import WhatIfRun, WhatIfState
 
 HOLDING = (WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED, WorkloadState.EVICTED)
 
@@ -158,3 +159,30 @@ def grant_impact(
         "summary": summary,
         "field": BORROWING if kind == GrantKind.BORROWING else NOMINAL,
     }
+
+
+def whatif_waits(run: WhatIfRun | None, granted: str) -> dict[str, Any] | None:
+    """What the grant's what-if run says about waits: per ClusterQueue, the
+    p95 and average wait (seconds) and preemptions today and with the grant,
+    the granted queue marked. None without a run; the run's state (and error)
+    while it has no figures."""
+    if run is None:
+        return None
+    answer: dict[str, Any] = {"run": run.pk, "state": run.state, "error": run.error, "queues": []}
+    if run.state != WhatIfState.SUCCEEDED:
+        return answer
+    for queue in (run.result or {}).get("queues", []):
+        today, proposal = queue.get("today") or {}, queue.get("proposal") or {}
+        answer["queues"].append(
+            {
+                "cluster_queue": queue.get("cluster_queue"),
+                "granted": queue.get("cluster_queue") == granted,
+                "p95_wait_today": today.get("p95_wait"),
+                "p95_wait_with_grant": proposal.get("p95_wait"),
+                "avg_wait_today": today.get("avg_wait"),
+                "avg_wait_with_grant": proposal.get("avg_wait"),
+                "preemptions_today": today.get("preemptions"),
+                "preemptions_with_grant": proposal.get("preemptions"),
+            }
+        )
+    return answer

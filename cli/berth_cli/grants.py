@@ -168,6 +168,10 @@ def cmd_grants_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _wait(seconds: Any) -> str:
+    return "-" if seconds is None else human_seconds(float(seconds))
+
+
 def show_lines(grant: dict[str, Any], now: datetime) -> list[str]:
     impact = grant.get("impact") or {}
     state = str(grant.get("state"))
@@ -206,6 +210,21 @@ def show_lines(grant: dict[str, Any], now: datetime) -> list[str]:
         ]
         table_text = table(("QUEUE", "TEAM", "NOMINAL", "IN USE", "LENDABLE"), rows)
         lines += ["  " + line for line in table_text.splitlines()]
+    whatif = grant.get("whatif") or {}
+    if whatif.get("queues"):
+        lines += ["", f"Waits with the grant (what-if run #{whatif.get('run')}, the last 24 h):"]
+        wait_rows = [
+            (
+                q.get("cluster_queue") + (" (granted)" if q.get("granted") else ""),
+                f"{_wait(q.get('p95_wait_today'))} → {_wait(q.get('p95_wait_with_grant'))}",
+                f"{_wait(q.get('avg_wait_today'))} → {_wait(q.get('avg_wait_with_grant'))}",
+            )
+            for q in whatif["queues"]
+        ]
+        table_text = table(("QUEUE", "P95 WAIT", "AVERAGE WAIT"), wait_rows)
+        lines += ["  " + line for line in table_text.splitlines()]
+    elif whatif:
+        lines += ["", f"What-if run #{whatif.get('run')}: {whatif.get('state')}"]
     victims = impact.get("preempts") or []
     if victims:
         lines += ["", "Would be preempted:"]

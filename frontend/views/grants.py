@@ -25,6 +25,7 @@ from accounts.services import record_access_denial
 from frontend.views.common import page
 from grants import lifecycle
 from grants.access import NotAllowed, is_decider, may_decide, may_end, visible_to
+from grants.impact import whatif_waits
 from grants.models import GrantKind, GrantState, QuotaGrant
 from grants.services import AlreadyDecided, describe, request_grant
 from queues.access import refuse
@@ -36,7 +37,9 @@ FORM_FIELDS = ("cluster_queue", "kind", "flavor", "resource", "amount", "lender"
 
 
 def _grants(user: Any) -> Any:
-    return visible_to(user).select_related("team", "requester", "decided_by", "ended_by")
+    return visible_to(user).select_related(
+        "team", "requester", "decided_by", "ended_by", "whatif_run"
+    )
 
 
 @login_required
@@ -174,6 +177,7 @@ def grant_detail(request: HttpRequest, grant_id: int) -> HttpResponse:
         "left": (grant.ends_at - timezone.now()).total_seconds(),
         "decide": grant.state == GrantState.PENDING and may_decide(user, grant),
         "end": grant.is_open and may_end(user, grant),
+        "whatif": whatif_waits(grant.whatif_run, grant.cluster_queue),
         "whatif_link": grant.whatif_run_id is not None and is_platform_admin(user),
         "errors": outcome.errors,
         "refused": outcome.refused,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from accounts.roles import APPROVERS_GROUP
 from accounts.services import create_token
+from berth_cli.grants import show_lines
 from grants.models import GrantState, QuotaGrant
 from tests.cli.test_cli import Berth, one_line
 from tests.factories import user
@@ -138,3 +139,21 @@ def test_reject_needs_a_reason_and_others_cannot_see_or_decide(as_user: As) -> N
     assert code == 0, err
     assert out.startswith(f"Rejected #{grant.pk}")
     assert QuotaGrant.objects.get().state == GrantState.REJECTED
+
+
+def test_show_lines_print_the_whatif_waits() -> None:
+    grant = {
+        "id": 7, "summary": "+16 h100 nvidia.com/gpu nominal quota for research", "state": "active",
+        "ends_at": "2026-12-04T18:00:00Z",
+        "whatif": {"run": 31, "state": "succeeded", "queues": [
+            {"cluster_queue": "research", "granted": True, "p95_wait_today": 7200,
+             "p95_wait_with_grant": 3600, "avg_wait_today": 3000, "avg_wait_with_grant": 1200},
+            {"cluster_queue": "serving", "granted": False, "p95_wait_today": None,
+             "p95_wait_with_grant": 600, "avg_wait_today": 0, "avg_wait_with_grant": 300},
+        ]},
+    }  # fmt: skip
+    lines = show_lines(grant, datetime(2026, 12, 2, tzinfo=UTC))
+    at = lines.index("Waits with the grant (what-if run #31, the last 24 h):")
+    assert lines[at + 1].split() == ["QUEUE", "P95", "WAIT", "AVERAGE", "WAIT"]
+    assert lines[at + 2].split() == ["research", "(granted)", "2h", "→", "1h", "50m", "→", "20m"]
+    assert lines[at + 3].split() == ["serving", "-", "→", "10m", "0s", "→", "5m"]
