@@ -127,7 +127,7 @@ def _check(data: dict[str, Any], now: datetime) -> _Checked:
         else:
             if amount <= 0:
                 errors.append(FieldError("amount", "positive", "must be more than zero"))
-    ends_at = parse_datetime(text("ends_at")) if text("ends_at") else None
+    ends_at = _moment(text("ends_at"))
     if text("ends_at") and ends_at is None:
         errors.append(
             FieldError("ends_at", "datetime", "an ISO 8601 time, e.g. 2026-12-04T18:00:00Z")
@@ -155,6 +155,14 @@ def _check(data: dict[str, Any], now: datetime) -> _Checked:
     return _Checked(
         queue, lender, kind, text("flavor"), resource, amount, ends_at, text("justification")
     )
+
+
+def _moment(value: str) -> datetime | None:
+    """An ISO 8601 time, or None; a well-shaped impossible one (month 13) too."""
+    try:
+        return parse_datetime(value) if value else None
+    except ValueError:
+        return None
 
 
 def _lender(name: str, queue: ClusterQueue | None, errors: list[FieldError]) -> ClusterQueue | None:

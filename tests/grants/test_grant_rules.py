@@ -43,6 +43,7 @@ def refused(org: Org, **overrides: Any) -> list[tuple[str, str]]:
         ({"amount": "1.5"}, ("amount", "quantity")),
         ({"amount": "lots"}, ("amount", "quantity")),
         ({"ends_at": "friday"}, ("ends_at", "datetime")),
+        ({"ends_at": "2026-13-01T00:00:00Z"}, ("ends_at", "datetime")),
         ({"ends_at": "2020-01-01T00:00:00Z"}, ("ends_at", "in-the-future")),
         ({"ends_at": "2999-01-01T00:00:00Z"}, ("ends_at", "max-window")),
         ({"justification": "  "}, ("justification", "required")),
