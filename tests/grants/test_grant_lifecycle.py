@@ -155,3 +155,28 @@ def test_a_pending_grant_past_its_end_expires_and_cannot_be_approved(
     answer = carol_client.post(f"/api/v1/quota-grants/{created['id']}/approve/", {}, format="json")
     assert answer.status_code == 409 and "expired" in answer.json()["detail"]
     assert nominal("research") == 16
+
+
+def test_a_revert_stops_at_zero_and_leaves_a_removed_limit_alone(org: Org, carol: Any) -> None:
+    grant = grant_approved(org, carol)  # research 16 -> 32
+    services.cluster_queues.update(
+        actor=org.users["admin"],
+        obj=ClusterQueue.objects.get(name="research"),
+        data={"resource_groups": groups_with("research", "8")},
+    )
+    ended = lifecycle.end(carol, grant.pk)
+    assert nominal("research") == 0
+    [row] = ended.reverted
+    assert (row["delta"], row["done"]) == (-16, -8) and "stops at zero" in row["note"]
+
+    borrowing = grant_approved(org, carol, kind="borrowing", amount="8", cluster_queue="research")
+    queue = ClusterQueue.objects.get(name="research")
+    groups = snapshots.cluster_queue(queue)["resource_groups"]
+    del groups[0]["flavors"][0]["resources"][0]["borrowing_limit"]  # no limit now
+    admin = org.users["admin"]
+    services.cluster_queues.update(actor=admin, obj=queue, data={"resource_groups": groups})
+    ended = lifecycle.end(carol, borrowing.pk)
+    assert ended.state == GrantState.ENDED
+    [row] = ended.reverted
+    assert row["done"] == 0 and row["note"].startswith("left alone:") and "no limit" in row["note"]
+    assert current(queue, "h100", GPU, BORROWING) is None
