@@ -31,6 +31,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from cluster.fairness_shares import (
@@ -199,18 +200,19 @@ def _waiting(since: datetime, now: datetime, queues: set[str]) -> _Waiting:
 def _instants(
     since: datetime, now: datetime, policy: dict[str, QueuePolicy], waiting: _Waiting
 ) -> list[Instant]:
+    # Flavors added up by the database: one row per queue and instant.
     rows = (
         QueueSnapshot.objects.filter(
             resource=GPU, at__gte=since, at__lte=now, cluster_queue__in=list(policy)
         )
-        .order_by("at")
-        .values_list("at", "cluster_queue", "nominal", "usage")
+        .values("at", "cluster_queue")
+        .annotate(nominal=Sum("nominal"), held=Sum("usage"))
+        .order_by()
+        .values_list("at", "cluster_queue", "nominal", "held")
     )
     by_instant: dict[datetime, dict[str, list[int]]] = {}
     for at, queue, nominal, usage in rows:
-        entry = by_instant.setdefault(at, {}).setdefault(queue, [0, 0])
-        entry[0] += int(nominal)
-        entry[1] += int(usage)
+        by_instant.setdefault(at, {})[queue] = [int(nominal or 0), int(usage or 0)]
     moments = sorted(by_instant)
     instants = []
     for index, at in enumerate(moments):
