@@ -93,6 +93,19 @@ def flavor_capacity(policy: Policy, flavor: str, resource: str = GPU) -> int:
     return sum(holdings(policy, flavor, resource).values())
 
 
+def serving(policy: Policy, flavor: str, resource: str = GPU) -> set[str]:
+    """The ClusterQueues that may admit work on ``flavor`` (they list it with
+    ``resource`` in a resource group: a queue never uses a flavor it does not
+    list, however much of it its cohort has)."""
+    return {
+        name
+        for name, queue in policy.cluster_queues.items()
+        for group in queue.resource_groups
+        for quotas in group.flavors
+        if quotas.flavor == flavor and resource in group.covered_resources
+    }
+
+
 def capacity_flavors(policy: Policy, resource: str = GPU) -> list[str]:
     """Flavors with some nominal quota of ``resource``: those a plan can scale."""
     return sorted(f for f in policy.flavors if flavor_capacity(policy, f, resource) > 0)

@@ -33,6 +33,7 @@ from queues.engine.capacity import (
     flavor_capacity,
     node_gpus,
     perturbed,
+    serving,
     with_capacity,
 )
 from queues.engine.model import Policy, Workload
@@ -175,10 +176,17 @@ class Search:
         and a bisection over the range, per flavor and seed."""
         total = 0
         for flavor in self.request.flavors:
+            if not any(self.serves(t, flavor) for t in self.request.targets):
+                continue
             low, high = self.bounds(flavor)
             steps = max(1, math.ceil(math.log2(high - low + 2)))
             total += (2 * steps + 1) * self.request.seeds
         return max(1, total)
+
+    def serves(self, target: Target, flavor: str) -> bool:
+        """Whether some ClusterQueue of the target's group may use ``flavor``."""
+        queues = self.request.groups.get(target.group, ())
+        return bool(serving(self.request.policy, flavor, self.request.resource) & set(queues))
 
     # ------------------------------------------------------------- the range
 
@@ -347,13 +355,23 @@ class Search:
             current = self.current(flavor)
             answers = []
             for target in self.request.targets:
+                answer: dict[str, Any] = {
+                    "group": target.group,
+                    "percentile": target.percentile,
+                    "max_wait": target.max_wait,
+                    "served": self.serves(target, flavor),
+                }
+                if not answer["served"]:  # no replay can tell: more of it changes nothing
+                    answers.append(
+                        {**answer, "gpus": None, "change": None, "nodes": None}
+                        | {"holds_today": None, "tried_up_to": None}
+                    )
+                    continue
                 found = self.smallest(target, flavor)
                 gpus = found["gpus"]
                 answers.append(
                     {
-                        "group": target.group,
-                        "percentile": target.percentile,
-                        "max_wait": target.max_wait,
+                        **answer,
                         "gpus": gpus,
                         "change": None if gpus is None else gpus - current,
                         "nodes": None if gpus is None else math.ceil(gpus / self.node(flavor)),
@@ -361,14 +379,15 @@ class Search:
                         "tried_up_to": found["tried_up_to"],
                     }
                 )
-            needed = [a["gpus"] for a in answers]
+            needed = [a["gpus"] for a in answers if a["served"]]
             flavors.append(
                 {
                     "flavor": flavor,
                     "current": current,
                     "node_gpus": self.node(flavor),
                     "answers": answers,
-                    # Every target at once: the most any one needs (None if one never holds).
+                    # Every target it serves at once: the most any one needs (None if one
+                    # never holds, or it serves none).
                     "gpus": None if None in needed or not needed else max(needed),
                     "curve": self.curve(flavor),
                 }

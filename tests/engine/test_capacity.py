@@ -308,3 +308,28 @@ def test_one_late_workload_in_ten_leaves_p90_holding() -> None:
     assert holds
     strict = [Target("training-large", 95, 60.0)]
     assert not Search(request(document, targets=strict)).holds(strict[0], "h100", 9)
+
+
+def test_a_flavor_the_targets_queues_do_not_list_is_not_searched() -> None:
+    """Spot quota held by another queue: no amount of it helps ``train``, so
+    the plan says so without a replay for it."""
+    document = steady(8)
+    document["resourceFlavors"].append({"name": "spot"})
+    document["clusterQueues"].append(
+        {
+            "name": "batch",
+            "resourceGroups": [
+                {
+                    "coveredResources": [GPU],
+                    "flavors": [{"name": "spot", "resources": [{"name": GPU, "nominalQuota": 16}]}],
+                }
+            ],
+        }
+    )
+    search = Search(request(document, flavors=["spot", "h100"]))
+    result = search.run()
+    spot, h100 = result["flavors"]
+    (answer,) = spot["answers"]
+    assert answer["served"] is False and answer["gpus"] is None and spot["gpus"] is None
+    assert spot["curve"] == [] and all(flavor == "h100" for flavor, _ in search.points)
+    assert h100["answers"][0]["served"] and h100["gpus"] == 24
