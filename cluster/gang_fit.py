@@ -26,6 +26,7 @@ from queues.engine.gang_fit import (
     flavor_room,
     fragmentation,
     gang_fit_map,
+    gangs,
 )
 from queues.engine.model import Policy, Workload
 from queues.engine.placement import place_on_nodes, placer_for
@@ -99,18 +100,19 @@ def queue_flavors(policy: Policy, cluster_queue: str) -> list[str]:
 def job_verdicts(
     cluster_queue: str, pod_sets: Iterable[Mapping[str, Any]], policy: Policy | None = None
 ) -> list[Fragmentation]:
-    """For each topology-aware flavor the queue gives GPUs from and each pod set
-    asking for GPUs, whether its pods find room now and, if not, why."""
+    """For each topology-aware flavor the queue gives GPUs from and each gang of
+    the job's pod sets asking for GPUs (``gangs``), whether its pods find room
+    now and, if not, why."""
     policy = policy or current_policy()
     rooms = flavor_rooms(policy)
+    judged = gangs([pod_set(row) for row in pod_sets])
     verdicts = []
     for flavor in queue_flavors(policy, cluster_queue):
         room = rooms.get(flavor)
         if room is None:
             continue
-        for row in pod_sets:
-            shape = pod_set(row)
-            verdict = fragmentation(room, shape.count, shape.requests, shape.topology_request)
+        for gang in judged:
+            verdict = fragmentation(room, gang.count, gang.per_pod, gang.request)
             if verdict is not None:
                 verdicts.append(verdict)
     return verdicts

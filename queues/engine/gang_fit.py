@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from queues.engine.model import PodSet
 from queues.engine.topology import HOSTNAME, ClusterNode, Topology, TopologyRequest
 
 GPU = "nvidia.com/gpu"
@@ -251,6 +252,36 @@ class Fragmentation:
         answer = asdict(self)
         answer["others"] = [list(pair) for pair in self.others]
         return answer
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """Pods judged together: ``count`` pods asking ``per_pod`` each."""
+
+    count: int
+    per_pod: dict[str, int]
+    request: TopologyRequest | None
+
+
+def gangs(pod_sets: Sequence[PodSet]) -> list[Gang]:
+    """A job's pod sets as the gangs to judge: those of one shape (the same
+    requests per pod and topology request: a PyTorchJob's master and workers)
+    as one gang of all their pods, since they need room at the same time;
+    except under a required level, where Kueue finds each pod set a domain of
+    its own, so each is judged alone."""
+    found: list[Gang] = []
+    for pod_set in pod_sets:
+        request = pod_set.topology_request
+        merged = False
+        if request is None or not request.required:
+            for index, gang in enumerate(found):
+                if gang.per_pod == pod_set.requests and gang.request == request:
+                    found[index] = Gang(gang.count + pod_set.count, gang.per_pod, request)
+                    merged = True
+                    break
+        if not merged:
+            found.append(Gang(pod_set.count, dict(pod_set.requests), request))
+    return found
 
 
 def _nodes(count: int) -> str:

@@ -6,11 +6,14 @@ from __future__ import annotations
 from queues.engine.gang_fit import (
     ANYWHERE,
     GPU,
+    Gang,
     flavor_room,
     fragmentation,
     gang_fit_map,
     gang_sizes,
+    gangs,
 )
+from queues.engine.model import PodSet
 from queues.engine.topology import HOSTNAME, ClusterNode, Topology, TopologyRequest
 
 BLOCK, RACK = "topology.berth.dev/block", "topology.berth.dev/rack"
@@ -166,3 +169,16 @@ def test_gang_sizes() -> None:
     assert gang_sizes(8) == [1, 2, 4, 8]
     assert gang_sizes(6) == [1, 2, 4, 6]
     assert gang_sizes(0) == []
+
+
+def test_pod_sets_of_one_shape_are_one_gang_except_under_a_required_level() -> None:
+    master, worker = PodSet("Master", 1, EIGHT), PodSet("Worker", 3, EIGHT)
+    launcher = PodSet("Launcher", 1, {CPU: 1000})
+    assert gangs([master, worker, launcher]) == [Gang(4, EIGHT, None), Gang(1, {CPU: 1000}, None)]
+    rack = TopologyRequest(RACK, required=True)
+    apart = [
+        PodSet("Master", 1, EIGHT, topology_request=rack),
+        PodSet("Worker", 3, EIGHT, topology_request=rack),
+    ]
+    # Kueue finds each pod set a rack of its own: judged one by one.
+    assert gangs(apart) == [Gang(1, EIGHT, rack), Gang(3, EIGHT, rack)]

@@ -10,7 +10,8 @@ from typing import Any
 from django.utils import timezone
 
 from berth_cli.job_text import why_lines
-from cluster.gang_fit import flavor_rooms, snapshot_gang_fit
+from cluster.forecast import kueue_pod_sets, pod_sets_of
+from cluster.gang_fit import flavor_rooms, job_verdicts, snapshot_gang_fit
 from cluster.models import GangFitSnapshot, ObservedNode, WorkloadRecord, WorkloadState
 from tests.jobs.conftest import Org, job
 from tests.jobs.test_topology_requests import racked
@@ -69,6 +70,20 @@ def test_a_job_blocked_by_fragmentation_says_so_with_the_node_counts(org: Org) -
     # `berth why` prints it under the engine's sentence.
     lines = why_lines(why)
     assert lines.index(f"Fragmented: {why['fragmentation']}.") == 2, lines
+
+
+def test_a_pytorchjobs_master_and_workers_are_judged_as_one_gang(org: Org) -> None:
+    """Master and workers need room at the same time: 3 nodes, not 1 and 2."""
+    scatter(org)
+    answer = org.alice.post(
+        URL + "?dry_run=true", job(kind="PyTorchJob", nodes=3, gpus_per_node=8), format="json"
+    )
+    [manifest] = answer.json()["manifest"]
+    pod_sets = pod_sets_of(kueue_pod_sets(manifest))
+    assert [(p["name"], p["count"]) for p in pod_sets] == [("master", 1), ("worker", 2)]
+    [verdict] = job_verdicts("research", pod_sets)
+    assert (verdict.pods, verdict.room_for, verdict.fragmented) == (3, 2, True)
+    assert verdict.message.startswith("needs 3 nodes with 8 free GPUs each; 32 GPUs are free")
 
 
 def test_a_job_that_fits_is_not_called_fragmented(org: Org) -> None:
