@@ -10,10 +10,14 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
 from playwright.sync_api import Page, expect
 
+from accounts.models import AccessDenial
 from approvals.fairness_alerts import evaluate_fair_shares
 from queues import services
+from queues.models import TeamFairness
 from tests.browser.conftest import login, screenshot
 from tests.cluster.test_fairness import build_scenario, starve_research
 from tests.factories import user
@@ -106,3 +110,23 @@ def test_a_member_of_another_team_sees_the_starved_team_unlinked(
     page.goto("/teams/vision/")
     expect(page.locator("#fair-share-status")).to_contain_text("Nothing of the team waits now")
     expect(page.locator("#fair-share-form")).to_have_count(0)
+
+
+def test_only_a_platform_admin_may_set_a_teams_threshold(transactional_db: Any) -> None:
+    starved(transactional_db)
+    member = Client()
+    member.force_login(get_user_model().objects.get(username="vic"))
+    refused = member.post("/teams/vision/", {"starved_below": "0.1"})
+    assert refused.status_code == 404
+    assert not TeamFairness.objects.filter(
+        team__slug="vision", starved_below__isnull=False
+    ).exists()
+    denial = AccessDenial.objects.get()
+    assert "fair-share threshold by a non-admin" in denial.detail
+    admin = Client()
+    admin.force_login(get_user_model().objects.get(username="admin"))
+    saved = admin.post("/teams/vision/", {"starved_below": "0.1"})
+    assert saved.status_code == 302 and saved["Location"] == "/teams/vision/#fair-share"
+    assert str(TeamFairness.objects.get(team__slug="vision").starved_below) == "0.100"
+    admin.post("/teams/vision/", {"starved_below": ""})
+    assert TeamFairness.objects.get(team__slug="vision").starved_below is None
