@@ -280,7 +280,8 @@ def waiting_gpus_now() -> dict[str, int]:
 
 
 def refresh(now: datetime | None = None) -> list[TeamFairness]:
-    """Evaluate every team and keep its figures; returns the rows written."""
+    """Evaluate every team owning a ClusterQueue and keep its figures; a team
+    evaluated before that owns none now keeps none. Returns the rows written."""
     now = now or timezone.now()
     figures = evaluate(now)
     waiting = waiting_gpus_now()
@@ -299,6 +300,12 @@ def refresh(now: datetime | None = None) -> list[TeamFairness]:
                 },
             )
             rows.append(row)
+        # A team that no longer owns a queue has no figures (and cannot starve).
+        gone = TeamFairness.objects.exclude(team_id__in=list(teams.values())).filter(
+            evaluated_at__isnull=False
+        )
+        gone.update(figures={}, waiting_gpus=0, evaluated_at=now)
+        rows += list(gone.select_related("team"))
     return rows
 
 

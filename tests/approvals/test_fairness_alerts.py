@@ -20,7 +20,7 @@ from approvals.fairness_alerts import evaluate_fair_shares
 from approvals.tasks import evaluate_fair_shares as evaluate_task
 from cluster.fairness import set_starved_below
 from queues import services
-from queues.models import TeamFairness
+from queues.models import ClusterQueue, TeamFairness
 from tests.approvals.test_approval_notify import Hook
 from tests.celery_broker import redis_worker, wait_until
 from tests.cluster.metrics_support import one, scrape, values
@@ -213,3 +213,16 @@ def test_the_beat_task_runs_on_a_real_worker() -> None:
         )
     row = TeamFairness.objects.get(team__slug="research")
     assert row.figures["1h"]["ratio"] == 0.0 and row.waiting_gpus == 8
+
+
+@pytest.mark.django_db
+def test_a_team_that_no_longer_owns_a_queue_is_cleared(settings: Any, hook: Hook) -> None:
+    settings.BERTH_APPROVAL_WEBHOOK_URL = hook.url
+    scenario = build_scenario()
+    starve_research(scenario)
+    evaluate_fair_shares(scenario.now)
+    ClusterQueue.objects.filter(name="research").update(team=None)
+    assert evaluate_fair_shares(minutes(scenario, 1))["cleared"] == 1
+    row = TeamFairness.objects.get(team__slug="research")
+    assert row.figures == {} and row.waiting_gpus == 0 and row.starved_since is None
+    assert [h["body"]["berth"]["fair_share"] for h in hook.received] == ["starved", "cleared"]
