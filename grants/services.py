@@ -23,6 +23,7 @@ from grants.access import check_may_request
 from grants.impact import grant_impact
 from grants.models import GPU, GrantKind, GrantState, QuotaGrant
 from grants.policy import BORROWING, NOMINAL, current
+from queues.deferred import after_commit
 from queues.errors import FieldError, PolicyConflict, PolicyInvalid, raise_if
 from queues.models import ClusterQueue
 from queues.quantity import QuantityError, format_canonical, to_canonical
@@ -31,6 +32,9 @@ from whatif.service import create_run
 log = logging.getLogger(__name__)
 MAX_TEXT = 4000
 MAX_WINDOW = timedelta(days=31)
+# Tells the deciders after the commit (grants.notify); a notice that cannot
+# be queued is logged, and the grant still waits on /grants/ for them.
+NOTIFY_GRANT = "grants.tasks.notify_grant"
 FIELDS = ("cluster_queue", "kind", "flavor", "resource", "amount", "lender", "ends_at")
 
 
@@ -276,7 +280,7 @@ def request_grant(user: Any, data: dict[str, Any]) -> QuotaGrant:
             # No replay (say, no recorded load in the window): the grant is
             # still decidable, and the impact says why there is no what-if.
             impact["whatif_error"] = str(refused)
-        return QuotaGrant.objects.create(
+        grant = QuotaGrant.objects.create(
             team=checked.queue.team,
             requester=user if getattr(user, "is_authenticated", False) else None,
             cluster_queue=checked.queue.name,
@@ -291,3 +295,5 @@ def request_grant(user: Any, data: dict[str, Any]) -> QuotaGrant:
             impact=impact,
             whatif_run=run,
         )
+        after_commit(NOTIFY_GRANT, grant.pk, stored=f"quota grant #{grant.pk}: stored")
+        return grant

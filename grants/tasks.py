@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 
 from grants.lifecycle import revert_ended
+from grants.notify import notify_requested
 
 
 @shared_task(name="grants.tasks.revert_ended_grants", acks_late=True)
@@ -13,3 +16,9 @@ def revert_ended_grants() -> dict[str, int]:
     ones); a grant whose end passed while Berth was down is reverted on the
     first sweep after it comes back."""
     return revert_ended()
+
+
+@shared_task(name="grants.tasks.notify_grant", acks_late=True)
+def notify_grant(grant_id: int) -> dict[str, Any]:
+    """Tell the deciders of a new grant (queued when it is asked for)."""
+    return notify_requested(grant_id)
