@@ -39,6 +39,9 @@ PEOPLE = {"member_a": "alice", "member_b": "bob", "approver": "carol", "admin": 
 OWN_ONLY = {"api-token-detail"}
 # Deciding: the research approver and admins; alice submitted it and may not.
 DECIDING = {"approval-approve", "approval-reject"}
+# A quota grant takes capacity from other teams: platform admins and global
+# approvers decide it, not a team's approver (docs/quota-grants.md).
+GRANT_DECIDING = {"quota-grant-approve", "quota-grant-reject"}
 ALLOWED = {200, 201, 202, 204, 302}
 
 
@@ -53,6 +56,8 @@ def allowed(name: str, role: str) -> bool:
         return role == "member_a"
     if name in DECIDING:
         return role in ("approver", "admin")
+    if name in GRANT_DECIDING:
+        return role == "admin"
     if name in OTHER_TEAMS | APPROVERS:
         return role in ("member_a", "approver", "admin")
     assert name in ADMINS, name
@@ -89,7 +94,7 @@ def test_each_role_is_answered_or_refused_as_the_url_class_says(
     api = reverse(name, kwargs=objects.kwargs.get(name)).startswith("/api/")
     client = client_for(role, people, api)
     before = AccessDenial.objects.count()
-    if name == "approval-reject":  # a rejection needs a reason: sent, so only access decides
+    if name in ("approval-reject", "quota-grant-reject"):  # a reason sent: only access decides
         path = reverse(name, kwargs=objects.kwargs[name])
         response = client.post(path, {"reason": "not now"}, format="json", **ELSEWHERE)
     else:
@@ -110,6 +115,7 @@ def test_each_role_is_answered_or_refused_as_the_url_class_says(
 LISTS = {  # list URL -> objects each role sees in it (the fixture's data)
     "job-list": {"member_a": 1, "member_b": 0, "approver": 1, "admin": 1},
     "approval-list": {"member_a": 1, "member_b": 0, "approver": 1, "admin": 1},
+    "quota-grant-list": {"member_a": 1, "member_b": 0, "approver": 1, "admin": 1},
     # Their own only: the org's token and this test client's (carol has no org token).
     "api-token-list": {"member_a": 2, "member_b": 2, "approver": 1, "admin": 2},
 }
