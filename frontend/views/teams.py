@@ -135,7 +135,8 @@ def team_page(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def team_list(request: HttpRequest) -> HttpResponse:
     """The teams the user can see (every team, for an admin): namespaces, queues,
-    members, GPUs allocated now and jobs that are live."""
+    members, GPUs allocated now, jobs that are live, and their fair share over
+    the last hour."""
     visible = visible_team_ids(request.user)
     teams = Team.objects.order_by("slug").prefetch_related("namespaces")
     if visible is not None:
@@ -156,6 +157,13 @@ def team_list(request: HttpRequest) -> HttpResponse:
         "namespace__team_id", "cluster_queue__name"
     ):
         queues.setdefault(team_id, set()).add(name)
+    fairness = {
+        row.team_id: {
+            "share": percent((row.figures or {}).get("1h", {}).get("ratio")),
+            "starved": row.starved_since is not None,
+        }
+        for row in TeamFairness.objects.filter(team__in=teams, evaluated_at__isnull=False)
+    }
     newest = {
         u.team_id: u
         for u in TeamUsageSnapshot.objects.filter(team__in=teams)
@@ -170,6 +178,7 @@ def team_list(request: HttpRequest) -> HttpResponse:
             "members": members.get(team.pk, 0),
             "live_jobs": live.get(team.pk, 0),
             "usage": newest.get(team.pk),
+            "fair_share": fairness.get(team.pk),
         }
         for team in teams
     ]

@@ -59,6 +59,13 @@ def test_the_overview_names_the_starved_team_with_percentages(
     no_raw_floats(card.inner_text())
     screenshot(page, "fair-shares-overview-admin")
 
+    page.goto("/teams/")
+    shares = {
+        team: page.locator(f'[data-team="{team}"] [data-fair-share]').inner_text()
+        for team in ("research", "vision")
+    }
+    assert shares == {"research": "0 % · starved", "vision": "—"}, shares
+
 
 def test_the_team_page_shows_each_window_and_an_admin_sets_the_teams_threshold(
     page: Page, base_url: str, transactional_db: Any
