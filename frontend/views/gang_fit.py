@@ -107,4 +107,4 @@ def gang_fit_page(request: HttpRequest) -> HttpResponse:
             },
             "chart": fragmentation_over_time(history, found.flavor),
         }
-    return page(request, "frontend/gang_fit.html", context, nav="gang-fit", live=False, charts=True)
+    return page(request, "frontend/gang_fit.html", context, nav="gang-fit", charts=True)

@@ -62,6 +62,10 @@ def test_the_gang_fit_page_shows_the_map_and_its_history(
     body = page.locator("main").inner_text()
     assert not RAW_FLOAT.search(body), RAW_FLOAT.findall(body)
     screenshot(page, "gang-fit-member")
+    # Live: a pod placed on a whole free node shows within a refresh, no reload.
+    running_on("sim-h100-004", "svc-late", 4)
+    expect(page.locator('[data-figure-name="free"]')).to_have_text("28")
+    expect(page.locator('[data-figure-name="whole"]')).to_have_text("1")
     answer = page.goto("/gang-fit/?flavor=h100-spot")
     assert answer is not None and answer.status == 400
     expect(page.locator("#gang-errors")).to_contain_text(
