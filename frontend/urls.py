@@ -5,6 +5,7 @@ from django.urls import path
 from frontend import vendor
 from frontend.views import (
     approvals,
+    capacity,
     cohorts,
     gang_fit,
     grants,
@@ -53,5 +54,7 @@ urlpatterns = [
     path("policy/<str:kind>/<str:name>/", policy.policy_edit, name="policy-edit"),
     path("whatif/", whatif.whatif_page, name="whatif"),
     path("whatif/<int:run_id>/", whatif.whatif_run, name="whatif-run"),
+    path("capacity/", capacity.capacity_page, name="capacity"),
+    path("capacity/<int:plan_id>/", capacity.capacity_plan, name="capacity-plan"),
     path("vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js"),
 ]

@@ -7,6 +7,6 @@ from django.urls import path
 from whatif.api import CapacityPlanDetail, CapacityPlanList
 
 urlpatterns = [
-    path("", CapacityPlanList.as_view(), name="capacity-plans"),
-    path("<int:pk>/", CapacityPlanDetail.as_view(), name="capacity-plan"),
+    path("", CapacityPlanList.as_view(), name="api-capacity-plans"),
+    path("<int:pk>/", CapacityPlanDetail.as_view(), name="api-capacity-plan"),
 ]

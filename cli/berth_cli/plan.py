@@ -117,16 +117,21 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     for flavor in result.get("flavors") or []:
         for answer in flavor.get("answers") or []:
             gpus = answer.get("gpus")
+            if answer.get("served") is False:  # none of the target's queues use the flavor
+                gpus_cell, change = "-", "not used"
+            else:
+                gpus_cell = gpus if gpus is not None else f"> {answer.get('tried_up_to')}"
+                change = f"{answer['change']:+d}" if answer.get("change") is not None else "-"
             rows.append(
                 [
                     flavor.get("flavor"),
                     flavor.get("current"),
                     f"{answer.get('group')} p{answer.get('percentile'):g} ≤ "
                     f"{_wait_text(answer.get('max_wait'))}",
-                    gpus if gpus is not None else f"> {answer.get('tried_up_to')}",
-                    f"{answer['change']:+d}" if answer.get("change") is not None else "-",
+                    gpus_cell,
+                    change,
                     answer.get("nodes") if answer.get("nodes") is not None else "-",
-                    "yes" if answer.get("holds_today") else "no",
+                    {True: "yes", False: "no"}.get(answer.get("holds_today"), "-"),
                 ]
             )
     lines += table(

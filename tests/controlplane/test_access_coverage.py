@@ -23,7 +23,7 @@ from jobs.models import JobRequest
 from queues.models import Team
 from tests.approvals.approval_support import approval_request
 from tests.jobs.conftest import Org, org
-from whatif.models import WhatIfRun
+from whatif.models import CapacityPlan, WhatIfRun
 
 __all__ = ["org"]  # the fixture, used by name
 
@@ -59,7 +59,7 @@ APPROVERS = {"approvals", "approvals-history", "approvals-history-csv"}
 # Platform admins only (policy-plan: computing one; every user reads the latest).
 ADMINS = {
     "policy", "kueue-configuration-editor", "kueue-import", "policy-new", "policy-edit", "whatif",
-    "whatif-run",
+    "whatif-run", "capacity", "capacity-plan", "api-capacity-plans", "api-capacity-plan",
     "policy-plan", "policy-reconcile", "access-denial-list", "metrics", "team-remove-member",
 }  # fmt: skip
 POST_ONLY = {"approval-approve", "approval-reject", "policy-reconcile", "policy-plan"}
@@ -105,6 +105,7 @@ def objects(org: Org) -> Objects:
         justification="release", created_at=now, ends_at=now + timedelta(days=1),
     )  # fmt: skip
     run = WhatIfRun.objects.create(window_start=now, window_end=now)
+    plan = CapacityPlan.objects.create(source="window")
     token = ApiToken.objects.filter(user=org.users["alice"]).first()
     assert token is not None
     return Objects(
@@ -116,6 +117,8 @@ def objects(org: Org) -> Objects:
             "policy-new": {"kind": "cohort"},
             "policy-edit": {"kind": "cohort", "name": "org"},
             "whatif-run": {"run_id": run.pk},
+            "capacity-plan": {"plan_id": plan.pk},
+            "api-capacity-plan": {"pk": plan.pk},
             "plotly-js": {"version": "0"},
             "team-detail": {"slug": "research"},
             "team-members": {"slug": "research"},
