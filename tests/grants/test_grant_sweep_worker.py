@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from controlplane.celery import app
 from grants import lifecycle
 from grants.models import GrantState, QuotaGrant
 from grants.services import request_grant
@@ -47,3 +48,9 @@ def test_the_sweep_reverts_after_the_end_and_across_a_restart(org: Org, carol: A
     assert state(running) == GrantState.ACTIVE  # its end has not passed
     ended = QuotaGrant.objects.get(pk=short.pk)
     assert "min late" in ended.end_reason and ended.reverted[0]["done"] == -8
+
+
+def test_beat_runs_the_sweep_every_minute(settings: Any) -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["revert-ended-grants"]
+    assert entry["task"] == revert_ended_grants.name and entry["schedule"] == 60
+    assert entry["task"] in app.tasks
