@@ -69,8 +69,16 @@ def deltas(grant: QuotaGrant, lender: ClusterQueue | None) -> list[Delta]:
         Delta(lender.name, *at, NOMINAL, -grant.amount),
         Delta(grant.cluster_queue, *at, NOMINAL, grant.amount),
     ]
-    # Kueue refuses a lending limit above the nominal quota: lowered first.
     nominal = current(lender, *at, NOMINAL) or 0
+    if nominal < grant.amount:  # an admin lowered it since the request
+        raise PolicyInvalid.single(
+            "amount",
+            "exceeds-lender",
+            f"{lender.name} now has {format_canonical(grant.resource, nominal)} "
+            f"{grant.flavor} {grant.resource} nominal quota: it cannot lend "
+            f"{format_canonical(grant.resource, grant.amount)}",
+        )
+    # Kueue refuses a lending limit above the nominal quota: lowered first.
     lending = current(lender, *at, LENDING)
     if lending is not None and lending > nominal - grant.amount:
         moved.insert(0, Delta(lender.name, *at, LENDING, (nominal - grant.amount) - lending))

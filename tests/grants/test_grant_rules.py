@@ -13,7 +13,7 @@ from django.utils import timezone
 from cluster.models import WorkloadRecord, WorkloadState
 from grants.models import QuotaGrant
 from queues import services
-from queues.models import PolicyChange
+from queues.models import ClusterQueue, PolicyChange
 from tests.factories import gpu_groups, token_client, user
 from tests.grants.conftest import ask
 from tests.grants.test_grant_lifecycle import nominal
@@ -176,3 +176,21 @@ def test_the_end_must_be_within_the_window_from_now(org: Org) -> None:
         format="json",
     )
     assert ok.status_code == 201
+
+
+def test_a_loan_the_lender_can_no_longer_give_is_refused_at_approval(
+    org: Org, carol_client: Any
+) -> None:
+    asked = org.alice.post(
+        "/api/v1/quota-grants/", ask(kind="loan", lender="serving", amount="8"), format="json"
+    ).json()
+    serving = ClusterQueue.objects.get(name="serving")
+    services.cluster_queues.update(
+        actor=None, obj=serving, data={"resource_groups": gpu_groups("h100", "4")}
+    )
+    answer = carol_client.post(f"/api/v1/quota-grants/{asked['id']}/approve/", {}, format="json")
+    assert answer.status_code == 400, answer.content
+    error = answer.json()["errors"][0]
+    assert (error["field"], error["rule"]) == ("amount", "exceeds-lender")
+    assert QuotaGrant.objects.get(pk=asked["id"]).state == "pending"  # rolled back whole
+    assert (nominal("research"), nominal("serving")) == (16, 4)
