@@ -97,6 +97,24 @@ def _victims(
     return rows
 
 
+def _unlent_summary(name: str, kind: str, shown: str, peers: list[dict[str, Any]]) -> str:
+    """A nominal or borrowing grant in words: it takes nothing running."""
+    if kind == GrantKind.NOMINAL:
+        text = (
+            f"{name}'s nominal quota rises by {shown}, and its cohort's pool with it: "
+            f"{name} may use it before anyone borrows it. This is Kueue quota, not nodes: "
+            "if the nodes are not there, workloads admitted on it wait for them"
+        )
+    else:
+        text = f"{name} may borrow up to {shown} more of its cohort's unused quota"
+    if peers:
+        text += (
+            "; its cohort peers lend only what they do not use and reclaim it by "
+            "preempting the borrower, so nothing running of theirs is preempted"
+        )
+    return text
+
+
 def grant_impact(
     *,
     cluster_queue: ClusterQueue,
@@ -138,15 +156,7 @@ def grant_impact(
             for queue in peers
             if current(queue, flavor, resource, NOMINAL) is not None
         ]
-        field = "nominal quota" if kind == GrantKind.NOMINAL else "borrowing limit"
-        summary = (
-            f"{cluster_queue.name} may take up to {shown} {flavor} {resource} more of its "
-            f"cohort's unused quota ({field}); peers' lent quota is reclaimed by preemption "
-            "of the borrower, so nothing running of theirs is preempted"
-            if shrinks
-            else f"{cluster_queue.name}'s {field} rises by {shown}; no other queue lends it "
-            f"{flavor} {resource}"
-        )
+        summary = _unlent_summary(cluster_queue.name, kind, f"{shown} {flavor} {resource}", shrinks)
     if preempts:
         summary += (
             f"; {len(preempts)} running workload(s) of {lender.name if lender else ''} "

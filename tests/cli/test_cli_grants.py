@@ -77,7 +77,7 @@ def test_request_approve_list_show_and_end(as_user: As) -> None:
     assert code == 0, err
     grant = QuotaGrant.objects.get()
     assert out.startswith(f"Asked for grant #{grant.pk}: +16 h100 nvidia.com/gpu nominal quota")
-    assert "Impact: research may take up to 16 h100" in out
+    assert "Impact: research's nominal quota rises by 16 h100" in out
 
     code, out, err = carol("grants", "list")
     assert code == 0, err

@@ -47,7 +47,7 @@ def test_approved_grant_is_applied_and_its_end_reverts_it_with_history(
     assert body["state"] == "pending" and body["amount"] == "16"
     assert body["team"] == "research" and body["requester"] == "alice"
     assert body["can_decide"] is False  # alice asked
-    assert "cohort's unused quota" in body["impact"]["summary"]
+    assert body["impact"]["summary"].startswith("research's nominal quota rises by 16 h100")
     assert {row["cluster_queue"] for row in body["impact"]["shrinks"]} >= {"serving"}
     assert nominal("research") == 16
     run = body["whatif_run"]
