@@ -28,7 +28,7 @@ from queues.engine.model import (
     Workload,
 )
 from queues.engine.quota import Node
-from queues.engine.topology import Placer
+from queues.engine.topology import Placer, add_pods
 
 
 class Mode(IntEnum):
@@ -70,6 +70,8 @@ class FlavorOutcome:
     mode: Mode
     borrow: int
     resource_modes: dict[str, Mode]
+    # Where its pods would go on a topology-aware flavor (node -> pods).
+    nodes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -195,6 +197,9 @@ class FlavorAssigner:
         self.node = node
         self.oracle = oracle
         self.placer = placer
+        # Node room the workload's earlier pod sets took (node -> resource ->
+        # amount): Kueue places a workload's pod sets one after another.
+        self.taken: dict[str, dict[str, int]] = {}
         self.group_of: dict[str, ResourceGroup] = {
             resource: group
             for group in queue.resource_groups
@@ -205,6 +210,7 @@ class FlavorAssigner:
         usage: dict[FlavorResource, int] = {}
         contested: set[FlavorResource] = set()
         results: list[PodSetAssignment] = []
+        self.taken = {}
         for pod_set in workload.pod_sets:
             result = self._assign_pod_set(workload, pod_set, usage, contested)
             results.append(result)
@@ -258,6 +264,9 @@ class FlavorAssigner:
                 )
             if chosen.mode is Mode.FIT:
                 del result.reasons[first_reason:]
+            if chosen.nodes:
+                group_requests = {r: a for r, a in pod_set.requests.items() if r in wanted}
+                add_pods(self.taken, group_requests, chosen.nodes)
             for resource_name, amount_needed in wanted.items():
                 result.flavors[resource_name] = chosen.flavor
                 fr = (chosen.flavor, resource_name)
@@ -345,8 +354,10 @@ class FlavorAssigner:
             pod_set.count,
             pod_set.topology_request,
             empty=outcome.mode is not Mode.FIT,
+            also=self.taken,
         )
         if placement.placed:
+            outcome.nodes = placement.nodes
             return None
         return self.placer.message(flavor, placement)
 

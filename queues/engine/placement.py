@@ -10,7 +10,7 @@ from collections.abc import Collection
 
 from queues.engine.assign import Assignment
 from queues.engine.model import Policy, Workload
-from queues.engine.topology import Placer
+from queues.engine.topology import Placer, add_pods
 
 
 def placer_for(policy: Policy) -> Placer | None:
@@ -63,19 +63,22 @@ def fits_on_nodes(
     without: Collection[str] = (),
 ) -> bool:
     """Whether the pods find room now (after what this cycle admitted before),
-    or once the workloads ``without`` have gone."""
+    or once the workloads ``without`` have gone. The pod sets go one after
+    another, each after the room the earlier ones took, as Kueue places them."""
     if placer is None:
         return True
     counts = assignment.counts or {}
     flavors = assignment.flavors()
+    taken: dict[str, dict[str, int]] = {}
     for pod_set in workload.pod_sets:
         flavor = _pod_set_flavor(flavors.get(pod_set.name, {}))
         if flavor is None or not placer.handles(flavor):
             continue
         count = counts.get(pod_set.name, pod_set.count)
         placement = placer.place(
-            flavor, pod_set.requests, count, pod_set.topology_request, without=without
+            flavor, pod_set.requests, count, pod_set.topology_request, without=without, also=taken
         )
         if not placement.placed:
             return False
+        add_pods(taken, pod_set.requests, placement.nodes)
     return True

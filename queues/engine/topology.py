@@ -101,13 +101,18 @@ class Placer:
         *,
         empty: bool = False,
         without: Collection[str] = (),
+        also: Mapping[str, Mapping[str, int]] | None = None,
     ) -> Placement:
         """Where ``count`` pods would go now; ``empty``: on the nodes as if
-        nothing ran there; ``without``: as if those workloads had gone."""
+        nothing ran there; ``without``: as if those workloads had gone;
+        ``also``: node -> resource -> amount taken besides (the same workload's
+        pod sets placed before this one, which Kueue assumes in either case)."""
         topology = self.topologies[flavor]
         if request is not None and request.level not in topology.levels:
             return Placement(count, 0, missing_level=request.level)
         used = {} if empty else self._used_without(without)
+        if also:
+            used = _plus(used, also)
         room = {node.name: self._pods_fit(node, per_pod, used) for node in self._eligible(flavor)}
         placement = Placement(count, 0)
         for level in _levels_to_try(topology, request):
@@ -199,6 +204,28 @@ class Placer:
             used = self.used.get(node, {})
             for resource, amount in usage.items():
                 used[resource] = used.get(resource, 0) - amount
+
+
+def _plus(
+    used: Mapping[str, Mapping[str, int]], extra: Mapping[str, Mapping[str, int]]
+) -> dict[str, Mapping[str, int]]:
+    merged: dict[str, Mapping[str, int]] = dict(used)
+    for node, amounts in extra.items():
+        total = dict(merged.get(node, {}))
+        for resource, amount in amounts.items():
+            total[resource] = total.get(resource, 0) + amount
+        merged[node] = total
+    return merged
+
+
+def add_pods(
+    taken: dict[str, dict[str, int]], per_pod: Mapping[str, int], nodes: Mapping[str, int]
+) -> None:
+    """Adds ``nodes``' pods of ``per_pod`` each to ``taken`` (node -> resource -> amount)."""
+    for node, pods in nodes.items():
+        total = taken.setdefault(node, {})
+        for resource, amount in per_pod.items():
+            total[resource] = total.get(resource, 0) + amount * pods
 
 
 def _levels_to_try(topology: Topology, request: TopologyRequest | None) -> list[int]:
