@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from approvals.controller import drive_approvals
+from approvals.fairness_alerts import evaluate_fair_shares
 from cluster.models import SyncStepName
 from cluster.sync_steps import run_sync
 from jobs.tasks import sweep_jobs
@@ -29,6 +30,7 @@ from queues.simulation.runner import step
 log = logging.getLogger(__name__)
 FORECAST_EVERY = 5.0  # seconds
 SWEEP_EVERY = 15.0  # seconds, as Celery beat's sweep-jobs
+FAIR_SHARES_EVERY = 60.0  # seconds, as Celery beat's fair-shares
 # Every tick: what the cluster did since the last one.
 EVERY_TICK = (SyncStepName.WORKLOADS, SyncStepName.QUEUE_STATUS, SyncStepName.JOBS)
 
@@ -39,7 +41,7 @@ class EmbeddedLoop(threading.Thread):
         self.interval = interval or float(settings.BERTH_SIMULATED_TICK)
         self.stop_event = threading.Event()
         self.last_reconcile = self.last_snapshot = self.last_forecast = float("-inf")
-        self.last_sweep = float("-inf")
+        self.last_sweep = self.last_fair_shares = float("-inf")
 
     def run_once(self) -> None:
         now = time.monotonic()
@@ -62,6 +64,9 @@ class EmbeddedLoop(threading.Thread):
         if now - self.last_sweep > SWEEP_EVERY:
             _guarded("job sweep", sweep_jobs)
             self.last_sweep = now
+        if now - self.last_fair_shares > FAIR_SHARES_EVERY:
+            _guarded("fair shares", evaluate_fair_shares)
+            self.last_fair_shares = now
 
     @staticmethod
     def _reconcile() -> None:

@@ -29,7 +29,7 @@ from queues import services
 from queues.backends.base import TYPES
 from queues.backends.simulated import SimulatedBackend
 from queues.locks import try_lock
-from queues.models import ReconcileRun, SimulatedClock, Team
+from queues.models import ReconcileRun, SimulatedClock, Team, TeamFairness
 from queues.reconcile import applied_policy_version, policy_version
 from queues.simulation.runner import MAX_LOAD_GAP, TICK_LOCK
 from queues.tasks import step_simulated_cluster, sweep_reconcile
@@ -93,6 +93,11 @@ def test_first_run_reconciles_steps_and_syncs(demo: None) -> None:
     }
     # No load: nothing runs, nothing to record.
     assert listed("Job") == [] and not WorkloadRecord.objects.exists()
+    # With no Celery beat, the loop evaluates every team's fair share itself.
+    evaluated = TeamFairness.objects.filter(evaluated_at__isnull=False)
+    assert set(evaluated.values_list("team__slug", flat=True)) == set(
+        Team.objects.values_list("slug", flat=True)
+    )
 
 
 def test_demo_load_creates_jobs_that_become_synced_workloads(demo: None, settings: Any) -> None:
