@@ -301,10 +301,11 @@ class Search:
             }
         return figures
 
-    def holds(self, target: Target, flavor: str, gpus: int) -> bool:
-        """The target holds in every seed, by waits that are not lower bounds;
-        the seeds after the first that fails are not replayed."""
-        for index in range(self.request.seeds):
+    def holds(self, target: Target, flavor: str, gpus: int, seeds: int | None = None) -> bool:
+        """The target holds in every seed (the first ``seeds`` of them), by
+        waits that are not lower bounds; the seeds after the first that
+        fails are not replayed."""
+        for index in range(self.request.seeds if seeds is None else seeds):
             figures = self.seed(flavor, gpus, index)[target.group]
             wait, at_least = figures["wait"], figures["at_least"]
             if wait is None or at_least or wait > target.max_wait:
@@ -313,31 +314,28 @@ class Search:
 
     # ------------------------------------------------------------ the search
 
-    def smallest(self, target: Target, flavor: str) -> dict[str, Any]:
-        """The fewest GPUs of ``flavor`` (whole nodes from today's) at which
-        ``target`` holds, or None with the most tried when none does."""
-        low, high = self.bounds(flavor)
-
-        def met(step: int) -> bool:
-            return self.holds(target, flavor, self.gpus(flavor, step))
-
+    @staticmethod
+    def _first(met: Callable[[int], bool], start: int, low: int, high: int) -> int | None:
+        """The smallest step in [low, high] where ``met`` holds, starting at
+        ``start``: gallop down while it holds, or up while it fails, then
+        bisect; None when it fails even at ``high``."""
         held: int | None
-        if met(0):
-            held, failed, step = 0, low - 1, 1
+        if met(start):
+            held, failed, step = start, low - 1, 1
             while held > low:  # gallop down while it holds
-                tried = max(-step, low)
+                tried = max(start - step, low)
                 if not met(tried):
                     failed = tried
                     break
                 held, step = tried, step * 2
         else:
-            held, failed, step = None, 0, 1
+            held, failed, step = None, start, 1
             while held is None:  # gallop up while it fails
-                tried = min(step, high)
+                tried = min(start + step, high)
                 if met(tried):
                     held = tried
                 elif tried == high:
-                    return {"gpus": None, "tried_up_to": self.gpus(flavor, high)}
+                    return None
                 else:
                     failed, step = tried, step * 2
         while held - failed > 1:  # bisect: failed < answer <= held
@@ -346,7 +344,34 @@ class Search:
                 held = middle
             else:
                 failed = middle
-        return {"gpus": self.gpus(flavor, held), "tried_up_to": None}
+        return held
+
+    def smallest(self, target: Target, flavor: str) -> dict[str, Any]:
+        """The fewest GPUs of ``flavor`` (whole nodes from today's) at which
+        ``target`` holds, or None with the most tried when none does.
+
+        The first seed's answer is searched first, then every seed is asked
+        from there up: no capacity under the first seed's answer can hold in
+        every seed, so only the capacities from it on need them all (a
+        capacity that holds costs a whole replay per seed)."""
+        low, high = self.bounds(flavor)
+        first = self._first(
+            lambda step: self.holds(target, flavor, self.gpus(flavor, step), seeds=1),
+            0,
+            low,
+            high,
+        )
+        found = first
+        if first is not None and self.request.seeds > 1:
+            found = self._first(
+                lambda step: self.holds(target, flavor, self.gpus(flavor, step)),
+                first,
+                first,
+                high,
+            )
+        if found is None:
+            return {"gpus": None, "tried_up_to": self.gpus(flavor, high)}
+        return {"gpus": self.gpus(flavor, found), "tried_up_to": None}
 
     def run(self) -> dict[str, Any]:
         """Every flavor's answers and curve, JSON-ready."""

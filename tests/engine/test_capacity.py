@@ -333,3 +333,51 @@ def test_a_flavor_the_targets_queues_do_not_list_is_not_searched() -> None:
     assert answer["served"] is False and answer["gpus"] is None and spot["gpus"] is None
     assert spot["curve"] == [] and all(flavor == "h100" for flavor, _ in search.points)
     assert h100["answers"][0]["served"] and h100["gpus"] == 24
+
+
+class Scripted(Search):
+    """The search over made-up replays: seed ``s`` holds from ``needs[s]`` GPUs."""
+
+    def __init__(self, needs: list[int], nominal: int = 16) -> None:
+        super().__init__(request(steady(nominal), seeds=len(needs)))
+        self.needs = needs
+        self.asked: list[tuple[int, int]] = []
+
+    def seed(self, flavor: str, gpus: int, seed: int) -> dict[str, dict[str, Any]]:
+        self.asked.append((gpus, seed))
+        wait = 0.0 if gpus >= self.needs[seed] else 3600.0
+        return {"training-large": {"wait": wait, "at_least": False, "workloads": 1}}
+
+
+@pytest.mark.parametrize(
+    ("needs", "nominal"),
+    [([16, 40, 24], 16), ([40, 16, 24], 16), ([8, 8, 56], 64), ([24, 24, 24], 64), ([8], 8)],
+)
+def test_the_worst_seed_decides_and_only_capacities_from_the_first_seeds_answer_replay_all(
+    needs: list[int], nominal: int
+) -> None:
+    search = Scripted(needs, nominal)
+    assert search.smallest(Target("training-large", 90, 60.0), "h100")["gpus"] == max(needs)
+    first = needs[0]
+    assert all(gpus >= first for gpus, seed in search.asked if seed > 0)
+
+
+@pytest.mark.parametrize("nominal", [8, 16, 64])
+def test_the_search_finds_what_trying_every_capacity_finds(nominal: int) -> None:
+    """With jittered arrivals and resampled runtimes the seeds need different
+    capacities; the search (the first seed's answer, then every seed from
+    there up) lands where a scan of every whole-node capacity does."""
+    perturbation = Perturbation(jitter=400, runtime_spread=0.4)
+    make = lambda: Search(  # noqa: E731
+        request(steady(nominal, count=80), seeds=4, perturbation=perturbation)
+    )
+    found = make().run()["flavors"][0]["answers"][0]["gpus"]
+    scan = make()
+    low, high = scan.bounds("h100")
+    target = Target("training-large", 90, 60.0)
+    every = [scan.gpus("h100", k) for k in range(low, high + 1)]
+    first = next(g for g in every if scan.holds(target, "h100", g))
+    assert found == first
+    # The seeds disagree somewhere, or this would not test the worst seed.
+    alone = next(g for g in every if scan.holds(target, "h100", g, seeds=1))
+    assert alone <= first
