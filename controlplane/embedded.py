@@ -21,6 +21,7 @@ from approvals.controller import drive_approvals
 from approvals.fairness_alerts import evaluate_fair_shares
 from cluster.models import SyncStepName
 from cluster.sync_steps import run_sync
+from grants.lifecycle import revert_ended
 from jobs.tasks import sweep_jobs
 from queues.backends import get_backend
 from queues.models import ReconcileRun
@@ -63,6 +64,8 @@ class EmbeddedLoop(threading.Thread):
         _guarded("approvals", lambda: drive_approvals(get_backend()))
         if now - self.last_sweep > SWEEP_EVERY:
             _guarded("job sweep", sweep_jobs)
+            # Quota grants whose end has passed (Celery beat's revert-ended-grants).
+            _guarded("grant sweep", revert_ended)
             self.last_sweep = now
         if now - self.last_fair_shares > FAIR_SHARES_EVERY:
             _guarded("fair shares", evaluate_fair_shares)
