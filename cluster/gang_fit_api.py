@@ -35,6 +35,11 @@ class GangFitView(APIView):
         operation_id="gang_fit", parameters=[GangFitQuerySerializer], responses=OpenApiTypes.OBJECT
     )
     def get(self, request: Request) -> Response:
+        if request.query_params.get("flavor") == "":
+            # DRF reads an empty optional text parameter as absent: all flavors.
+            raise PolicyInvalid.single(
+                "flavor", "empty", "is empty: leave it out for every flavor's map"
+            )
         query = GangFitQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         wanted = query.validated_data.get("flavor")

@@ -119,3 +119,22 @@ def test_the_snapshot_records_how_scattered_the_free_gpus_are(org: Org) -> None:
         "kubernetes.io/hostname": 1,
     }
     assert row.fragmentation == 0.5
+
+
+def test_a_pytorchjob_waiting_for_three_whole_nodes_is_called_fragmented(org: Org) -> None:
+    """The engine places master and workers one after another, so the job
+    does not "fit now" on two whole nodes, and its page says why."""
+    scatter(org)
+    answer = org.alice.post(URL, job(kind="PyTorchJob", nodes=3, gpus_per_node=8), format="json")
+    assert answer.status_code == 201, answer.content
+    why: Any = org.alice.get(f"{URL}{answer.json()['id']}/explain/").json()
+    assert why["fits_now"] is False, why
+    assert why["fragmentation"].startswith("needs 3 nodes with 8 free GPUs each; 32 GPUs are free")
+
+
+def test_an_empty_flavor_parameter_is_refused_not_read_as_every_flavor(org: Org) -> None:
+    racked(org)
+    answer = org.alice.get("/api/v1/gang-fit/?flavor=")
+    assert answer.status_code == 400, answer.content
+    assert "flavor" in str(answer.json())
+    assert org.alice.get("/api/v1/gang-fit/").status_code == 200
