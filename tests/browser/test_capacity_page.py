@@ -69,3 +69,18 @@ def test_a_member_finds_no_capacity_page(
     # The browser logs the 404 it was asked to load: that one is expected.
     assert [e for e in guard.console_errors if "/capacity/" not in e] == []
     guard.forgive()
+
+
+def test_a_bad_target_is_refused_beside_its_field_and_nothing_is_stored(
+    page: Page, base_url: str, org: Org, steady: dict[str, datetime]
+) -> None:
+    login(page, "root", "root-password")
+    page.goto("/capacity/")
+    page.get_by_label("longest wait of target 0").fill("soon")
+    page.get_by_label("queue of target 1").fill("nope")
+    page.get_by_label("longest wait of target 1").fill("1h")
+    page.get_by_role("button", name="Plan").click()
+    expect(page.locator('[data-error="targets[0].max_wait"]')).to_contain_text("duration")
+    expect(page.locator('[data-error="targets[1].queue"]')).to_contain_text("'nope'")
+    expect(page.get_by_label("longest wait of target 0")).to_have_value("soon")
+    assert CapacityPlan.objects.count() == 0

@@ -10,9 +10,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+import yaml
 from django.utils import timezone
 
 from tests.celery_broker import redis_worker
+from tests.engine.test_capacity import steady as steady_scenario
 from tests.jobs.conftest import Org, org
 from tests.whatif.test_whatif_task import recorded
 from whatif.capacity import check, execute_plan
@@ -196,3 +198,37 @@ def test_a_worker_searches_a_plan_delivered_twice_once(
     assert plan.progress == 100 and plan.result["flavors"][0]["answers"][0]["gpus"]
     time.sleep(1)  # the redelivery, if it ran the search again, would move finished_at
     assert CapacityPlan.objects.get(pk=plan_id).finished_at == finished
+
+
+def test_a_scenario_plan_runs_on_its_own_policy_and_stream(org: Org) -> None:
+    """Steady work in a scenario (an 4-GPU job every 10 min for 45 min: 20 GPUs
+    at once) planned through the API: the answer is at least that, in whole
+    nodes from the scenario's 8 GPUs; its ClusterQueue, in no queue class,
+    is a group of its own, and a queue class label on a pasted object names one."""
+    document = steady_scenario(8)
+    document["clusterQueues"][0] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "train", "labels": {"berth.dev/queue-class": "training-large"}},
+        "spec": {k: v for k, v in document["clusterQueues"][0].items() if k != "name"},
+    }
+    text = yaml.safe_dump(document)
+    answer = org.admin.post(
+        URL,
+        {
+            "source": "scenario",
+            "scenario": text,
+            "targets": [{"queue": "training-large", "max_wait": "10m"}],
+            "seeds": 1,
+        },
+        format="json",
+    )
+    assert answer.status_code == 202, answer.content
+    plan = answer.json()
+    assert plan["workloads"] == 60 and plan["window_start"] is None
+    assert execute_plan(plan["id"]) == "succeeded"
+    result = CapacityPlan.objects.get(pk=plan["id"]).result
+    assert result["groups"] == {"training-large": ["train"]}
+    (flavor,) = result["flavors"]
+    found = flavor["answers"][0]["gpus"]
+    assert found >= 20 and (found - 8) % 8 == 0, found
