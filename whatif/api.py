@@ -53,12 +53,16 @@ def plan_json(plan: CapacityPlan) -> dict[str, Any]:
 class CapacityPlanList(APIView):
     permission_classes = [PlatformAdminOnly]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="capacity_plans_list", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         plans = CapacityPlan.objects.select_related("created_by")[:RECENT]
         return Response({"results": [plan_json(plan) for plan in plans]})
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={202: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="capacity_plans_create",
+        request=OpenApiTypes.OBJECT,
+        responses={202: OpenApiTypes.OBJECT},
+    )
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise ParseError("the body must be a JSON object")
@@ -69,7 +73,7 @@ class CapacityPlanList(APIView):
 class CapacityPlanDetail(APIView):
     permission_classes = [PlatformAdminOnly]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="capacity_plans_retrieve", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: int) -> Response:
         plan = get_object_or_404(CapacityPlan.objects.select_related("created_by"), pk=pk)
         return Response(plan_json(plan))
