@@ -17,7 +17,7 @@ from tests.celery_broker import redis_worker
 from tests.engine.test_capacity import steady as steady_scenario
 from tests.jobs.conftest import Org, org
 from tests.whatif.test_whatif_task import recorded
-from whatif.capacity import check, execute_plan
+from whatif.capacity import _Progress, check, execute_plan
 from whatif.models import CapacityPlan, WhatIfState
 from whatif.tasks import run_capacity_plan
 
@@ -232,3 +232,17 @@ def test_a_scenario_plan_runs_on_its_own_policy_and_stream(org: Org) -> None:
     (flavor,) = result["flavors"]
     found = flavor["answers"][0]["gpus"]
     assert found >= 20 and (found - 8) % 8 == 0, found
+
+
+def test_progress_is_written_only_while_the_plan_runs(org: Org) -> None:
+    plan = CapacityPlan.objects.create(source="window", state=WhatIfState.RUNNING)
+    write = _Progress(plan.pk, every=0)
+    write(3, 10)
+    assert CapacityPlan.objects.get(pk=plan.pk).progress == 30
+    write(2, 10)  # never backwards
+    assert CapacityPlan.objects.get(pk=plan.pk).progress == 30
+    write(10, 10)  # 100 is for the end, written when it is closed
+    assert CapacityPlan.objects.get(pk=plan.pk).progress == 99
+    CapacityPlan.objects.filter(pk=plan.pk).update(state=WhatIfState.FAILED, progress=40)
+    _Progress(plan.pk, every=0)(5, 10)
+    assert CapacityPlan.objects.get(pk=plan.pk).progress == 40  # a closed plan stays closed
