@@ -361,6 +361,8 @@ def check(
         )
     targets = _targets(body.get("targets"), classes, policy, errors)
     flavors = _flavors(body.get("flavors"), policy, errors)
+    if not errors and start is not None and end is not None:
+        _targets_have_workloads(targets, classes, start, end, errors)
     if errors:
         raise PolicyInvalid(errors)
     return Checked(
@@ -407,6 +409,28 @@ def _window(
             )
         )
     return start, end, count
+
+
+def _targets_have_workloads(
+    targets: list[dict[str, Any]],
+    classes: Mapping[str, list[str]],
+    start: datetime,
+    end: datetime,
+    errors: list[FieldError],
+) -> None:
+    """A target whose queues had no workloads in the window has no wait to
+    plan for: no capacity could be said to meet it."""
+    for i, target in enumerate(targets):
+        queues = classes.get(target["queue"]) or [target["queue"]]
+        if not window_records(start, end).filter(cluster_queue__in=queues).exists():
+            errors.append(
+                FieldError(
+                    f"targets[{i}].queue",
+                    "no-workloads",
+                    f"{target['queue']} ({', '.join(queues)}) had no workloads created in "
+                    "the window: there is no wait to plan for",
+                )
+            )
 
 
 # ----------------------------------------------------------------- the plans

@@ -85,6 +85,11 @@ def body(**overrides: Any) -> dict[str, Any]:
             "targets[1].percentile",
             "one-percentile-per-queue",
         ),
+        (
+            {"targets": [{"queue": "interactive-dev", "max_wait": "1h"}]},
+            "targets[0].queue",
+            "no-workloads",
+        ),
         ({"flavors": ["a100"]}, "flavors[0]", "unknown-flavor"),
         ({"seeds": 0}, "seeds", "range"),
         ({"seeds": 1.5}, "seeds", "whole-number"),
@@ -123,6 +128,7 @@ def test_only_platform_admins_plan(org: Org, steady: dict[str, datetime]) -> Non
 
 
 def test_a_target_is_a_queue_class_or_a_cluster_queue(org: Org, steady: dict[str, Any]) -> None:
+    recorded("research-dev", "notebook", created=steady["start"], gpus=1)
     checked = check(
         body(
             targets=[
