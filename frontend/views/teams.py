@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count
+from django.db.models import Count, OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
@@ -164,11 +164,13 @@ def team_list(request: HttpRequest) -> HttpResponse:
         }
         for row in TeamFairness.objects.filter(team__in=teams, evaluated_at__isnull=False)
     }
+    # A correlated subquery, not DISTINCT ON: the embedded mode runs on SQLite.
+    newest_at = TeamUsageSnapshot.objects.filter(team=OuterRef("team")).order_by("-at")
     newest = {
         u.team_id: u
-        for u in TeamUsageSnapshot.objects.filter(team__in=teams)
-        .order_by("team_id", "-at")
-        .distinct("team_id")
+        for u in TeamUsageSnapshot.objects.filter(
+            team__in=teams, at=Subquery(newest_at.values("at")[:1])
+        )
     }
     rows = [
         {
