@@ -207,7 +207,10 @@ def capacity_page(request: HttpRequest) -> HttpResponse:
             for i, row in enumerate(rows[:TARGET_ROWS])
         ],
         "errors": errors,
-        "field_errors": {e.field.split("[")[0]: e for e in errors},
+        # A target's errors show in its row; the others beside their field.
+        "field_errors": {
+            e.field.split("[")[0]: e for e in errors if not e.field.startswith("targets[")
+        },
         "classes": classes,
         "offered": offered,
         "recent": CapacityPlan.objects.select_related("created_by")[:RECENT],

@@ -82,5 +82,7 @@ def test_a_bad_target_is_refused_beside_its_field_and_nothing_is_stored(
     page.get_by_role("button", name="Plan").click()
     expect(page.locator('[data-error="targets[0].max_wait"]')).to_contain_text("duration")
     expect(page.locator('[data-error="targets[1].queue"]')).to_contain_text("'nope'")
+    expect(page.locator("#capacity-targets ~ .field-error")).to_have_count(0)  # said once
     expect(page.get_by_label("longest wait of target 0")).to_have_value("soon")
     assert CapacityPlan.objects.count() == 0
+    screenshot(page, "capacity-form-refused")
