@@ -3,7 +3,6 @@ scenario file's stream."""
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 from collections.abc import Callable
@@ -375,7 +374,7 @@ def recorded_stream(
     _add_window(replay, rows, policy, declared, first, delays)
     template = replay.template
     return Stream(
-        build=lambda: copy.deepcopy(template),
+        build=lambda: [(workload.copied(), label) for workload, label in template],
         count=len(template) - len(replay.context),
         runtime_sources=replay.sources,
         skipped=replay.skipped,

@@ -19,7 +19,6 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import random
@@ -282,7 +281,7 @@ def perturbed(
             out.append((workload, label))
             continue
         copies = math.floor(extra) + (1 if rng.random() < extra - math.floor(extra) else 0)
-        originals = [copy.deepcopy(workload) for _ in range(copies)]
+        originals = [workload.copied() for _ in range(copies)]
         out.append((_varied(workload, rng, perturbation, horizon), label))
         for n, twin in enumerate(originals, start=1):
             twin.name = f"{twin.name}+{n}"

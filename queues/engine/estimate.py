@@ -21,7 +21,6 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -86,11 +85,11 @@ def _first_admissions(
     for arrival in arrivals if not early else ():
         if arrival.key in scheduler.workloads or arrival.creation_time < now:
             continue
-        copied = copy.deepcopy(arrival)
+        copied = arrival.copied()
         copied.runtime = _runtime(arrival, early)
         stream.append((copied, "arrival"))
     for workload in scheduler.workloads.values():
-        copied = copy.deepcopy(workload)
+        copied = workload.copied()
         declared = copied.runtime is not None
         copied.runtime = _runtime(workload, early)
         # Running work (not work holding quota while its checks are pending).

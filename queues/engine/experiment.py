@@ -6,7 +6,6 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ from queues.errors import FieldError
 def workload_stream(scenario: Scenario) -> list[tuple[Workload, str]]:
     """Fresh copies of the explicit workloads plus the generated ones, each with
     its class ("explicit" for listed workloads): the same stream every call."""
-    stream = [(copy.deepcopy(w), "explicit") for w in scenario.workloads]
+    stream = [(w.copied(), "explicit") for w in scenario.workloads]
     for workload_class in scenario.classes:
         stream.extend((w, workload_class.name) for w in workload_class.workloads())
     return stream
