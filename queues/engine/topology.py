@@ -82,6 +82,18 @@ class Placer:
     ) -> None:
         self.topologies = dict(topologies)
         self.nodes = {flavor: list(found) for flavor, found in nodes.items()}
+        # The nodes carrying every level's label, and their domains per level:
+        # fixed for the placer's life, and asked for at every placement.
+        self.eligible = {
+            flavor: tuple(
+                node
+                for node in found
+                if all(level == HOSTNAME or level in node.labels for level in topology.levels)
+            )
+            for flavor, found in self.nodes.items()
+            if (topology := self.topologies.get(flavor)) is not None
+        }
+        self.domain_cache: dict[tuple[str, int], dict[tuple[str, ...], list[str]]] = {}
         self.used: dict[str, dict[str, int]] = {}  # node -> resource -> amount
         self.held: dict[str, list[tuple[str, dict[str, int]]]] = {}  # workload -> usage
         # workload -> pod set -> node -> pods
@@ -116,7 +128,7 @@ class Placer:
         room = {node.name: self._pods_fit(node, per_pod, used) for node in self._eligible(flavor)}
         placement = Placement(count, 0)
         for level in _levels_to_try(topology, request):
-            domains = self._domains(flavor, topology, level, room)
+            domains = self._domains(flavor, topology, level)
             for _, members in sorted(domains.items(), key=lambda d: (_room(d[1], room), d[0])):
                 total = _room(members, room)
                 placement.fits = max(placement.fits, total)
@@ -138,10 +150,7 @@ class Placer:
         )
 
     def _eligible(self, flavor: str) -> Iterable[ClusterNode]:
-        levels = self.topologies[flavor].levels
-        for node in self.nodes.get(flavor, []):
-            if all(level == HOSTNAME or level in node.labels for level in levels):
-                yield node
+        return self.eligible.get(flavor, ())
 
     def _used_without(self, gone: Collection[str]) -> Mapping[str, Mapping[str, int]]:
         if not gone:
@@ -170,18 +179,21 @@ class Placer:
         return fits if fits is not None else 10**9  # asks for nothing a node counts
 
     def _domains(
-        self, flavor: str, topology: Topology, level: int, room: Mapping[str, int]
+        self, flavor: str, topology: Topology, level: int
     ) -> dict[tuple[str, ...], list[str]]:
-        """Nodes grouped by their domain at ``level`` (-1: the whole flavor)."""
+        """The flavor's eligible nodes grouped by their domain at ``level``
+        (-1: the whole flavor); computed once per level (callers only read it)."""
+        cached = self.domain_cache.get((flavor, level))
+        if cached is not None:
+            return cached
         domains: dict[tuple[str, ...], list[str]] = {}
         for node in self._eligible(flavor):
-            if node.name not in room:
-                continue
             path = tuple(
                 node.name if label == HOSTNAME else node.labels[label]
                 for label in topology.levels[: level + 1]
             )
             domains.setdefault(path, []).append(node.name)
+        self.domain_cache[(flavor, level)] = domains
         return domains
 
     # ------------------------------------------------------------- usage
