@@ -44,8 +44,10 @@ from cluster.fairness_shares import (
     tally,
 )
 from cluster.models import EventType, QueueSnapshot, WorkloadEvent, WorkloadRecord, WorkloadState
+from queues.choices import ChangeAction, PolicyKind
 from queues.errors import PolicyInvalid
 from queues.models import ClusterQueue, Cohort, KueueConfiguration, Quota, Team, TeamFairness
+from queues.services.common import record_change
 
 GPU = "nvidia.com/gpu"
 # The longest stretch one snapshot stands for (the hourly tier of retention).
@@ -329,17 +331,32 @@ def is_starved(row: TeamFairness, window: str = ALERT_WINDOW) -> bool:
     return ratio is not None and row.waiting_gpus > 0 and Decimal(str(ratio)) < starved_below(row)
 
 
-def set_starved_below(team: Team, value: str | None) -> TeamFairness:
+def set_starved_below(team: Team, value: str | None, actor: Any = None) -> TeamFairness:
     """Give ``team`` its own threshold (text such as "0.3"), or take it away
-    (None or ""), so the installation's applies. A bad value changes nothing
-    and names the field and the rule."""
+    (None or ""), so the installation's applies; a change is in the team's
+    policy history, by ``actor``. A bad value changes nothing and names the
+    field and the rule."""
     fraction: Decimal | None = None
     if value is not None and str(value).strip() != "":
         fraction, problem = parse_fraction(value)
         if fraction is None:
             raise PolicyInvalid.single("starved_below", "fraction", problem)
-    row, _ = TeamFairness.objects.get_or_create(team=team)
-    if row.starved_below != fraction:
-        TeamFairness.objects.filter(pk=row.pk).update(starved_below=fraction)
-        row.refresh_from_db()
+    with transaction.atomic():
+        row, _ = TeamFairness.objects.select_for_update().get_or_create(team=team)
+        if row.starved_below != fraction:
+            before = row.starved_below
+            TeamFairness.objects.filter(pk=row.pk).update(starved_below=fraction)
+            row.refresh_from_db()
+            record_change(
+                actor=actor,
+                kind=PolicyKind.TEAM,
+                object_name=team.slug,
+                action=ChangeAction.UPDATED,
+                before={"fair_share_starved_below": _threshold_text(before)},
+                after={"fair_share_starved_below": _threshold_text(row.starved_below)},
+            )
     return row
+
+
+def _threshold_text(value: Decimal | None) -> str:
+    return str(value.normalize()) if value is not None else "the installation's default"

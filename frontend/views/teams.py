@@ -91,7 +91,7 @@ def _set_threshold(request: HttpRequest, team: Team) -> list[FieldError]:
     if not may_change_policy(request.user):
         raise refuse(request, f"team {team.slug}: fair-share threshold by a non-admin")
     try:
-        set_starved_below(team, request.POST.get("starved_below", ""))
+        set_starved_below(team, request.POST.get("starved_below", ""), actor=request.user)
     except PolicyInvalid as exc:
         return exc.errors
     return []

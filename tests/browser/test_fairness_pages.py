@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 from accounts.models import AccessDenial
 from approvals.fairness_alerts import evaluate_fair_shares
 from queues import services
-from queues.models import TeamFairness
+from queues.models import PolicyChange, TeamFairness
 from tests.browser.conftest import login, screenshot
 from tests.cluster.test_fairness import build_scenario, starve_research
 from tests.factories import user
@@ -103,6 +103,10 @@ def test_the_team_page_shows_each_window_and_an_admin_sets_the_teams_threshold(
     expect(page.locator("#fair-share-form").get_by_label("The team's own threshold")).to_have_value(
         "0.25"
     )
+    # The change is in the team's history, by the admin who made it.
+    change = PolicyChange.objects.filter(kind="team", action="updated").get()
+    assert change.actor_username == "admin"
+    assert change.after == {"fair_share_starved_below": "0.25"}
 
 
 def test_a_member_of_another_team_sees_the_starved_team_unlinked(

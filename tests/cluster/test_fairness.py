@@ -16,7 +16,7 @@ from django.utils import timezone
 from cluster.fairness import evaluate, refresh, set_starved_below, waiting_gpus_now
 from cluster.models import EventType, QueueSnapshot, WorkloadEvent, WorkloadRecord, WorkloadState
 from queues.errors import PolicyInvalid
-from queues.models import KueueConfiguration, Team, TeamFairness
+from queues.models import KueueConfiguration, PolicyChange, Team, TeamFairness
 from tests.controlplane.test_startup import clean_env, run
 from tests.factories import cluster_queue, cohort, flavor, gpu_groups, team
 
@@ -180,6 +180,19 @@ def test_a_teams_own_threshold_is_a_fraction_or_nothing(scenario: Scenario) -> N
         assert error.field == "starved_below" and error.rule == "fraction" and says in error.message
         assert str(TeamFairness.objects.get(team=research).starved_below) == "0.250"
     assert set_starved_below(research, "").starved_below is None
+    # Each change, and only a change, is in the team's history.
+    set_starved_below(research, "")
+    changes = PolicyChange.objects.filter(kind="team", object_name=research.slug, action="updated")
+    assert [(c.before, c.after) for c in changes.order_by("id")] == [
+        (
+            {"fair_share_starved_below": "the installation's default"},
+            {"fair_share_starved_below": "0.25"},
+        ),
+        (
+            {"fair_share_starved_below": "0.25"},
+            {"fair_share_starved_below": "the installation's default"},
+        ),
+    ]
 
 
 @pytest.mark.parametrize(
