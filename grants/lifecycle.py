@@ -25,12 +25,19 @@ from grants.impact import grant_impact
 from grants.models import GrantKind, GrantState, QuotaGrant
 from grants.policy import BORROWING, LENDING, NOMINAL, Delta, current, shift
 from grants.services import MAX_TEXT, AlreadyDecided, already, describe, when
+from queues.deferred import after_commit
 from queues.errors import PolicyInvalid
 from queues.models import ClusterQueue
 from queues.quantity import format_canonical
 from queues.services.common import noted, policy_write
 
 log = logging.getLogger(__name__)
+NOTIFY_OUTCOME = "grants.tasks.notify_grant_outcome"
+
+
+def _tell_requester(grant_id: int, what: str) -> None:
+    """Queue the requester's notice once the change commits."""
+    after_commit(NOTIFY_OUTCOME, grant_id, stored=f"quota grant #{grant_id}: {what}")
 
 
 def _replayed(grant: QuotaGrant, user: Any, state: GrantState, key: str) -> bool:
@@ -87,13 +94,16 @@ def deltas(grant: QuotaGrant, lender: ClusterQueue | None) -> list[Delta]:
 
 def expire(grant: QuotaGrant, now: datetime) -> bool:
     """Pending past its end → expired (nobody decided in time), compare-and-set."""
-    return bool(
-        QuotaGrant.objects.filter(pk=grant.pk, state=GrantState.PENDING, ends_at__lte=now).update(
-            state=GrantState.EXPIRED,
-            decided_at=now,
-            comment="expired: nobody decided before its end",
-        )
+    changed = QuotaGrant.objects.filter(
+        pk=grant.pk, state=GrantState.PENDING, ends_at__lte=now
+    ).update(
+        state=GrantState.EXPIRED,
+        decided_at=now,
+        comment="expired: nobody decided before its end",
     )
+    if changed:
+        _tell_requester(grant.pk, "expired")
+    return bool(changed)
 
 
 def approve(
@@ -163,6 +173,7 @@ def approve(
     current_grant = QuotaGrant.objects.select_related("decided_by").get(pk=grant.pk)
     if changed:
         log.info("quota grant #%s approved and applied: %s", grant.pk, describe(grant))
+        _tell_requester(grant.pk, "approved and applied")
         return current_grant
     if _replayed(current_grant, user, GrantState.ACTIVE, key):
         return current_grant
@@ -190,6 +201,8 @@ def reject(user: Any, grant_id: int, *, reason: str, key: str = "") -> QuotaGran
     current_grant = QuotaGrant.objects.select_related("decided_by").get(pk=grant.pk)
     if not changed and not _replayed(current_grant, user, GrantState.REJECTED, key):
         raise already(current_grant, "rejected")
+    if changed:
+        _tell_requester(grant.pk, "rejected")
     return current_grant
 
 
@@ -220,6 +233,7 @@ def _end(user: Any, grant: QuotaGrant, reason: str) -> QuotaGrant:
     grant.refresh_from_db()
     if not changed:
         raise already(grant, "ended")
+    _tell_requester(grant.pk, "ended")
     return grant
 
 

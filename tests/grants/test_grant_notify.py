@@ -10,6 +10,7 @@ from django.contrib.auth.models import Group
 from django.core import mail
 
 from accounts.roles import APPROVERS_GROUP
+from grants import lifecycle
 from grants.models import QuotaGrant
 from grants.notify import notify_requested
 from grants.services import request_grant
@@ -56,3 +57,44 @@ def test_admins_are_told_when_there_is_no_global_approver(org: Org) -> None:
     sent = notify_requested(grant.pk)
     assert sent["emailed"] == ["root"] and mail.outbox[0].to == ["root@example.com"]
     assert QuotaGrant.objects.count() == 1
+
+
+def test_the_requester_is_told_of_the_approval_and_of_the_end_at_its_end(
+    org: Org, carol: Any, settings: Any, hook: Hook, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.BERTH_APPROVAL_WEBHOOK_URL = hook.url
+    alice = with_address(org.users["alice"])
+    grant = request_grant(alice, ask())
+    mail.outbox.clear()
+    hook.received.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.approve(carol, grant.pk, comment="go")
+    [told] = mail.outbox
+    assert told.to == ["alice@example.com"]
+    assert told.subject.startswith(f"[Berth] Quota grant #{grant.pk} approved by carol and applied")
+    assert told.subject.endswith(": go")
+    assert [c["body"]["berth"]["event"] for c in hook.received] == ["quota-grant-active"]
+
+    grant.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.revert_ended(grant.ends_at)
+    assert mail.outbox[-1].subject.startswith(f"[Berth] Quota grant #{grant.pk} ended (its end")
+    assert mail.outbox[-1].subject.endswith("passed): reverted")
+    assert hook.received[-1]["body"]["berth"]["event"] == "quota-grant-ended"
+
+
+def test_the_requester_is_told_of_a_rejection_but_not_of_what_she_did_herself(
+    org: Org, carol: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    alice = with_address(org.users["alice"])
+    rejected = request_grant(alice, ask())
+    withdrawn = request_grant(alice, ask())
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.reject(carol, rejected.pk, reason="no capacity this week")
+        lifecycle.end(alice, withdrawn.pk, reason="not needed")
+    [told] = mail.outbox
+    assert told.to == ["alice@example.com"]
+    assert told.subject == (
+        f"[Berth] Quota grant #{rejected.pk} rejected by carol: no capacity this week"
+    )
