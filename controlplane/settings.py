@@ -444,6 +444,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.drive_approvals",
         "schedule": BERTH_APPROVAL_INTERVAL,
     },
+    # What-if runs and capacity plans whose task was lost: sent again.
+    "redrive-whatif": {"task": "whatif.tasks.redrive_queued", "schedule": 5 * 60},
     # Quota grants whose end has passed (also while Berth was down): reverted.
     "revert-ended-grants": {"task": "grants.tasks.revert_ended_grants", "schedule": 60},
     # Jobs whose create or delete task was lost: queue it again.

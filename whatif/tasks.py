@@ -6,6 +6,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from whatif.capacity import execute_plan
+from whatif.redrive import redrive_queued
 from whatif.service import execute as execute_whatif
 
 
@@ -21,3 +22,10 @@ def run_capacity_plan(plan_id: int) -> str:
     """Search a capacity plan's answers; a plan already claimed (a
     redelivery) is left alone."""
     return execute_plan(plan_id)
+
+
+@shared_task(name="whatif.tasks.redrive_queued", acks_late=True)
+def redrive_queued_work() -> dict[str, int]:
+    """Every few minutes: re-send what-if runs and capacity plans stored but
+    never started (their task was lost)."""
+    return redrive_queued()

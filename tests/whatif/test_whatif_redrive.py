@@ -1,0 +1,59 @@
+"""A what-if run or capacity plan whose task was lost (the broker down at the
+commit) is sent again by the redrive sweep once it has waited REDRIVE_AFTER,
+and runs once; one that waits less is left alone."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from tests.jobs.conftest import GPU, Org, org
+from tests.whatif.test_capacity_plan import URL, body, steady
+from tests.whatif.test_whatif_task import SCENARIO
+from whatif import service as whatif
+from whatif.models import CapacityPlan, WhatIfRun, WhatIfState
+from whatif.redrive import REDRIVE_AFTER, redrive_queued
+from whatif.tasks import redrive_queued_work
+
+__all__ = ["org", "steady"]
+
+
+def test_lost_runs_and_plans_are_sent_again_after_a_while_and_run_once(
+    org: Org, steady: dict[str, datetime], django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False):  # the task is lost
+        run = whatif.create_run(
+            org.users["admin"],
+            source="scenario",
+            scenario=SCENARIO.read_text(),
+            changes=[
+                {"cluster_queue": "a", "field": "nominal_quota", "flavor": "default",
+                 "resource": GPU, "value": "8"},
+            ],
+        )  # fmt: skip
+        answer = org.admin.post(URL, body(), format="json")
+    assert answer.status_code == 202, answer.content
+    plan_id = answer.json()["id"]
+    now = timezone.now()
+
+    assert redrive_queued(now + REDRIVE_AFTER - timedelta(seconds=5)) == {
+        "whatif_runs": 0,
+        "capacity_plans": 0,
+    }
+    assert WhatIfRun.objects.get(pk=run.pk).state == WhatIfState.QUEUED
+
+    # Tasks run eagerly here: sent again, each runs to its end.
+    later = now + REDRIVE_AFTER + timedelta(seconds=5)
+    assert redrive_queued(later) == {"whatif_runs": 1, "capacity_plans": 1}
+    assert WhatIfRun.objects.get(pk=run.pk).state == WhatIfState.SUCCEEDED
+    assert CapacityPlan.objects.get(pk=plan_id).state == WhatIfState.SUCCEEDED
+    assert redrive_queued(later) == {"whatif_runs": 0, "capacity_plans": 0}
+
+
+def test_celery_beat_runs_the_sweep() -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["redrive-whatif"]
+    assert entry["task"] == redrive_queued_work.name == "whatif.tasks.redrive_queued"
+    assert timedelta(seconds=entry["schedule"]) <= REDRIVE_AFTER
