@@ -1,0 +1,489 @@
+"""A month of a 200-team organisation replayed through the engine in one process.
+
+    .venv/bin/python bench/replay_scale.py                          # about 1,000,000 workloads
+    .venv/bin/python bench/replay_scale.py --workloads 200000
+    .venv/bin/python bench/replay_scale.py --workloads 200000 --profile /tmp/replay.prof
+    .venv/bin/python bench/replay_scale.py --teams 200 --days 30 --divisions 10 --seed 1 \\
+        --load 0.85 [--tracemalloc] [--max-rss-gib 8]
+
+The organisation: ``--teams`` teams in ``--divisions`` root cohorts (independent
+quota trees). Each team has one ClusterQueue per team queue class
+(interactive-dev, training-large, eval-batch) and each division one shared
+urgent-release queue, rendered from ``queues.queue_class_templates`` by
+``queues.kueue.render`` as Berth renders them (strategy, preemption, the
+approval check) and read by the engine's scenario reader. Flavors, priority
+classes and quota shapes are ``queues.demo_org``'s: h100-ondemand and
+h100-spot (its topology left out: no nodes, quota only, as Kueue's perf
+scenarios), 24 cores and 256 GiB per GPU, eval-batch quota a third on-demand
+and two thirds spot and the only class tolerating spot, eval-batch at
+train-low (1,000) and urgent-release at train-high (100,000), the others at 0.
+Each queue's nominal GPUs are its own offered load divided by ``--load``; it
+may borrow as much again (at least enough for its largest job), urgent-release
+nothing, as in the demo.
+
+The trace, from ``../shared/TRACES.md``:
+- run times lognormal with a published median and mean per class (sigma =
+  sqrt(2 ln(mean/median))): interactive-dev Acme-Seren 2023 (122 s / 23.6 min),
+  eval-batch Alibaba PAI 2020 (481 s / 1.33 h), training-large Microsoft Philly
+  2017 (874 s / 5.0 h); urgent-release the demo-day scenario's releases (1 h /
+  2 h). Each is cut at its queue class's max_runtime_seconds (the job's
+  activeDeadlineSeconds ends it). The published figures are over all jobs,
+  failed ones included, so failures are in the run times; their retries are
+  not generated (when a job fails depends on the replay).
+- GPUs per job: median 1, mean 3.7 over the mix, as Helios 2020 (3.72 / 1):
+  47% interactive-dev (1/2/4/8 GPUs at 80/12/6/2%), 41.9% eval-batch (70/15/10/5%),
+  11% training-large gangs of 8-GPU pods (8/16/32/64 at 40/30/20/10%), 0.1%
+  urgent-release (4 or 8).
+- arrivals: Poisson with the diurnal and weekly cycles Philly and Helios show
+  (amplitudes not published; assumed: 1 + 0.6 cos(2 pi (hour - 15) / 24), weekends
+  at 0.45), spread over teams by a Zipf-like size (rank^-0.7, shuffled).
+- the published queue waits (medians 0-189 s, means 3.6-62.7 min) are printed
+  beside the replay's for comparison; ``--load`` moves them.
+Checkpoints as the demo-day scenario: training-large 900 s, eval-batch 300 s,
+urgent-release 600 s. Every workload has its own pod set, as a what-if replay
+of recorded workloads builds them.
+
+Prints the trace's size and shape, generation time, the replay's wall time and
+admissions per second, resident memory after each phase and at its peak
+(``ru_maxrss``), and per queue class the workloads, admitted, p50 / p90 / mean
+wait and preemptions suffered. ``--tracemalloc`` (slow) also prints what holds
+the memory at the end of the replay. ``--profile FILE`` runs the replay (not the
+generation) under cProfile, saves the stats to FILE and prints the top 25
+functions by tottime and by cumtime. Progress goes to stdout as it runs.
+Pure engine: no Django, no database. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import math
+import os
+import pstats
+import random
+import resource
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from queues.demo_org import (  # noqa: E402
+    CPU_PER_GPU,
+    FLAVORS,
+    MEMORY_GIB_PER_GPU,
+    PRIORITY_CLASSES,
+    QUEUE_CLASS_PRIORITIES,
+    SPOT_TAINT,
+)
+from queues.engine.generate import Runtime  # noqa: E402
+from queues.engine.metrics import percentile  # noqa: E402
+from queues.engine.model import PodSet, Policy, Toleration, Workload  # noqa: E402
+from queues.engine.scenario import parse  # noqa: E402
+from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
+from queues.kueue.render import render_cluster_queue, render_cohort, render_flavor  # noqa: E402
+from queues.quantity import to_canonical  # noqa: E402
+from queues.queue_class_templates import QUEUE_CLASS_TEMPLATES  # noqa: E402
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+GPU = "nvidia.com/gpu"
+ONDEMAND, SPOT = "h100-ondemand", "h100-spot"
+TEMPLATES = {t["name"]: t for t in QUEUE_CLASS_TEMPLATES}
+PRIORITIES = {p["name"]: int(p["value"]) for p in PRIORITY_CLASSES}
+SPOT_TOLERATION = (Toleration(SPOT_TAINT["key"], "Exists"),)
+
+# Published queue waits (TRACES.md), median s / mean min, to read the replay's against.
+PUBLISHED_WAITS = "Philly 189 s / 62.7 min, Helios 0 s / 14.4 min, PAI 9 s / 6.7 min"
+
+
+@dataclass(frozen=True)
+class ClassLoad:
+    name: str
+    share: float  # of all workloads
+    runtime: Runtime
+    gpus: tuple[tuple[int, ...], tuple[float, ...]]
+    checkpoint: float | None
+
+    @property
+    def priority(self) -> int:
+        return PRIORITIES.get(QUEUE_CLASS_PRIORITIES.get(self.name, ""), 0)
+
+    @property
+    def cap(self) -> float:
+        return float(TEMPLATES[self.name]["max_runtime_seconds"])
+
+
+LOADS = (
+    ClassLoad(
+        "interactive-dev", 0.47, Runtime(122, 23.6 * 60), ((1, 2, 4, 8), (80, 12, 6, 2)), None
+    ),
+    ClassLoad("eval-batch", 0.419, Runtime(481, 1.33 * HOUR), ((1, 2, 4, 8), (70, 15, 10, 5)), 300),
+    ClassLoad(
+        "training-large", 0.11, Runtime(874, 5 * HOUR), ((8, 16, 32, 64), (40, 30, 20, 10)), 900
+    ),
+    ClassLoad("urgent-release", 0.001, Runtime(HOUR, 2 * HOUR), ((4, 8), (1, 1)), 600),
+)
+TEAM_CLASSES = ("interactive-dev", "training-large", "eval-batch")
+
+
+def rss_mib() -> float:
+    """Resident memory now (ru_maxrss only gives the peak)."""
+    with Path("/proc/self/statm").open() as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def intensity(t: float) -> float:
+    """Relative arrival rate at ``t`` seconds from a Monday midnight, at most 1.6."""
+    hour = (t % DAY) / HOUR
+    weekend = int(t // DAY) % 7 >= 5
+    return (1 + 0.6 * math.cos(2 * math.pi * (hour - 15) / 24)) * (0.45 if weekend else 1.0)
+
+
+def team_name(index: int) -> str:
+    return f"team-{index:03d}"
+
+
+def division_of(team: int, teams: int, divisions: int) -> str:
+    return f"div-{team * divisions // teams:02d}"
+
+
+def queue_name(team: int, queue_class: str, teams: int, divisions: int) -> str:
+    if queue_class == "urgent-release":
+        return f"urgent-release-{division_of(team, teams, divisions)}"
+    return f"{team_name(team)}-{queue_class}"
+
+
+@dataclass
+class Trace:
+    workloads: list[tuple[Workload, str]]
+    offered: dict[str, float]  # ClusterQueue -> GPU-seconds asked for
+    biggest: dict[str, int]  # ClusterQueue -> GPUs of its largest job
+
+
+def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
+    rng = random.Random(args.seed)
+    span = args.days * DAY
+    sizes = [(rank + 1) ** -0.7 for rank in range(args.teams)]
+    rng.shuffle(sizes)
+    team_of = rng.choices(range(args.teams), weights=sizes, k=args.workloads)
+    class_of = rng.choices(LOADS, weights=[c.share for c in LOADS], k=args.workloads)
+    arrivals: list[float] = []
+    while len(arrivals) < args.workloads:
+        t = rng.random() * span
+        if rng.random() * 1.6 < intensity(t):
+            arrivals.append(t)
+    arrivals.sort()
+    cpu_milli = to_canonical("cpu", CPU_PER_GPU)
+    gib = to_canonical("memory", f"{MEMORY_GIB_PER_GPU}Gi")
+    offered: dict[str, float] = {}
+    biggest: dict[str, int] = {}
+    workloads: list[tuple[Workload, str]] = []
+    step = max(1, args.workloads // 10)
+    for i, (created, team, load) in enumerate(zip(arrivals, team_of, class_of, strict=True)):
+        gpus = rng.choices(load.gpus[0], weights=load.gpus[1])[0]
+        runtime = min(load.runtime.sample(rng), load.cap)
+        per_pod = min(gpus, 8)
+        pod_set = PodSet(
+            "main",
+            gpus // per_pod,
+            {GPU: per_pod, "cpu": cpu_milli * per_pod, "memory": gib * per_pod},
+            tolerations=SPOT_TOLERATION if load.name == "eval-batch" else (),
+        )
+        queue = queue_name(team, load.name, args.teams, args.divisions)
+        workloads.append(
+            (
+                Workload(
+                    name=f"job-{i:07d}",
+                    namespace=team_name(team),
+                    cluster_queue=queue,
+                    pod_sets=(pod_set,),
+                    priority=load.priority,
+                    creation_time=created,
+                    runtime=runtime,
+                    checkpoint_interval=load.checkpoint,
+                ),
+                load.name,
+            )
+        )
+        offered[queue] = offered.get(queue, 0.0) + gpus * runtime
+        biggest[queue] = max(biggest.get(queue, 0), gpus)
+        if (i + 1) % step == 0:
+            tick(i + 1)
+    return Trace(workloads, offered, biggest)
+
+
+def quota(flavor: str, gpus: int, borrow: int) -> dict[str, Any]:
+    def entry(name: str, per_gpu: int, unit: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "nominal_quota": f"{gpus * per_gpu}{unit}",
+            "borrowing_limit": f"{borrow * per_gpu}{unit}",
+        }
+
+    return {
+        "name": flavor,
+        "resources": [
+            entry("cpu", CPU_PER_GPU, ""),
+            entry("memory", MEMORY_GIB_PER_GPU, "Gi"),
+            entry(GPU, 1, ""),
+        ],
+    }
+
+
+def organisation(args: argparse.Namespace, trace: Trace) -> Policy:
+    """The ClusterQueues sized to the trace, rendered as Berth renders them."""
+    span = args.days * DAY
+    owners: dict[str, tuple[str, int]] = {}  # ClusterQueue -> (queue class, a team using it)
+    for team in range(args.teams):
+        for queue_class in (*TEAM_CLASSES, "urgent-release"):
+            owners.setdefault(
+                queue_name(team, queue_class, args.teams, args.divisions), (queue_class, team)
+            )
+    queues: list[dict[str, Any]] = []
+    for name, (queue_class, team) in owners.items():
+        need = max(1, math.ceil(trace.offered.get(name, 0.0) / span / args.load))
+        largest = trace.biggest.get(name, 1)
+        if queue_class == "urgent-release":
+            flavors = [quota(ONDEMAND, max(need, largest), 0)]
+        elif queue_class == "eval-batch":
+            ondemand = max(1, round(need / 3))
+            spot = max(1, need - ondemand)
+            flavors = [
+                quota(ONDEMAND, ondemand, max(ondemand, largest - ondemand)),
+                quota(SPOT, spot, max(spot, largest - spot)),
+            ]
+        else:
+            flavors = [quota(ONDEMAND, need, max(need, largest - need))]
+        template = TEMPLATES[queue_class]
+        queues.append(
+            {
+                **{k: template[k] for k in template if k != "name"},
+                "name": name,
+                "team": None if queue_class == "urgent-release" else team_name(team),
+                "cohort": division_of(team, args.teams, args.divisions),
+                "queue_class": queue_class,
+                "when_can_borrow": "MayStopSearch",
+                "when_can_preempt": "TryNextFlavor",
+                "resource_groups": [
+                    {"covered_resources": ["cpu", "memory", GPU], "flavors": flavors}
+                ],
+            }
+        )
+    document = {
+        "resourceFlavors": [
+            render_flavor({k: v for k, v in f.items() if k != "topology_name"}) for f in FLAVORS
+        ],
+        "cohorts": [
+            render_cohort({"name": name}) for name in sorted({q["cohort"] for q in queues})
+        ],
+        "workloadPriorityClasses": [
+            {"name": p["name"], "value": p["value"]} for p in PRIORITY_CLASSES
+        ],
+        "clusterQueues": [
+            render_cluster_queue(
+                q, requires_approval=TEMPLATES[q["queue_class"]]["requires_approval"]
+            )
+            for q in queues
+        ],
+    }
+    return parse(document, "replay_scale").policy
+
+
+class Progress:
+    """Prints every 5% of the workloads finished, or every 15 s when slower; stops
+    the run past the memory cap."""
+
+    def __init__(self, simulator: Simulator, started: float, cap_mib: float) -> None:
+        self.simulator = simulator
+        self.started = started
+        self.cap_mib = cap_mib
+        self.next_mark = 0
+        self.next_print = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        # Called at every completion: keep the common case to two comparisons.
+        elapsed = time.perf_counter() - self.started
+        if done < self.next_mark and elapsed < self.next_print:
+            return
+        self.next_mark = done + max(1, total // 20)
+        self.next_print = elapsed + 15
+        rss = rss_mib()
+        print(
+            f"  replay {100 * done / total:5.1f}%  {done:>9,}/{total:,} finished  "
+            f"sim day {self.simulator.scheduler.now / DAY:5.1f}  "
+            f"{self.simulator.admissions:>9,} admissions  {elapsed:7.1f} s  RSS {rss:,.0f} MiB",
+            flush=True,
+        )
+        if rss > self.cap_mib:
+            raise SystemExit(f"stopped: resident memory {rss:,.0f} MiB is past the cap")
+
+
+def class_figures(result: SimulationResult) -> list[tuple[str, int, int, float, float, float, int]]:
+    waits: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    preempted: dict[str, int] = {}
+    for record in result.records.values():
+        name = record.workload_class
+        counts[name] = counts.get(name, 0) + 1
+        preempted[name] = preempted.get(name, 0) + record.preemptions
+        wait = record.wait
+        if wait is not None:
+            waits.setdefault(name, []).append(wait)
+    rows = []
+    for load in LOADS:
+        values = sorted(waits.get(load.name, []))
+        rows.append(
+            (
+                load.name,
+                counts.get(load.name, 0),
+                len(values),
+                percentile(values, 50),
+                percentile(values, 90),
+                sum(values) / len(values) if values else math.nan,
+                preempted.get(load.name, 0),
+            )
+        )
+    return rows
+
+
+def trace_shape(workloads: list[tuple[Workload, str]]) -> str:
+    gpus = sorted(float(sum(p.count * p.requests[GPU] for p in w.pod_sets)) for w, _ in workloads)
+    runtimes = sorted(w.runtime or 0.0 for w, _ in workloads)
+    return (
+        f"GPUs per job mean {sum(gpus) / len(gpus):.2f} / median {percentile(gpus, 50):.0f} "
+        f"(max {gpus[-1]:.0f}); run time median {percentile(runtimes, 50):.0f} s / "
+        f"mean {sum(runtimes) / len(runtimes) / HOUR:.2f} h"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", type=int, default=1_000_000)
+    parser.add_argument("--teams", type=int, default=200)
+    parser.add_argument("--days", type=float, default=30)
+    parser.add_argument("--divisions", type=int, default=10, help="root cohorts")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--load", type=float, default=0.85, help="offered / nominal GPUs")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the replay, stats to FILE")
+    parser.add_argument("--tracemalloc", action="store_true", help="what holds memory (slow)")
+    parser.add_argument("--max-rss-gib", type=float, default=8.0)
+    args = parser.parse_args()
+    if args.tracemalloc:
+        tracemalloc.start()
+    baseline = rss_mib()
+    print(
+        f"generating {args.workloads:,} workloads: {args.teams} teams in {args.divisions} "
+        f"cohorts, {args.days:g} days, seed {args.seed}",
+        flush=True,
+    )
+    started = time.perf_counter()
+
+    def tick(done: int) -> None:
+        print(
+            f"  generated {done:>9,}  {time.perf_counter() - started:6.1f} s  "
+            f"RSS {rss_mib():,.0f} MiB",
+            flush=True,
+        )
+
+    # A million new objects each trigger young collections that find nothing to free.
+    gc.disable()
+    trace = generate(args, tick)
+    policy = organisation(args, trace)
+    gc.enable()
+    gc.collect()  # so the replay does not pay for the generator's objects' first walk
+    generated = time.perf_counter()
+    after_generation = rss_mib()
+    n = len(trace.workloads)
+    nominal = sum(
+        quota.nominal
+        for queue in policy.cluster_queues.values()
+        for group in queue.resource_groups
+        for flavor in group.flavors
+        for resource_name, quota in flavor.resources.items()
+        if resource_name == GPU
+    )
+    offered = sum(trace.offered.values()) / (args.days * DAY)
+    print(
+        f"trace: {n:,} workloads, {len(policy.cluster_queues)} ClusterQueues, "
+        f"{len(policy.cohorts)} cohorts, {nominal:,} nominal GPUs, "
+        f"offered {offered:,.0f} GPUs on average; {trace_shape(trace.workloads)}",
+        flush=True,
+    )
+    print(
+        f"generation {generated - started:.1f} s, RSS {after_generation:,.0f} MiB "
+        f"({(after_generation - baseline) * 2**20 / n:,.0f} bytes a workload)",
+        flush=True,
+    )
+
+    replay_started = time.perf_counter()
+    simulator = Simulator(policy, trace.workloads)
+    simulator.progress = Progress(simulator, replay_started, args.max_rss_gib * 1024)
+    trace.workloads = []  # the simulator holds them now
+    set_up = time.perf_counter()
+    profiler = cProfile.Profile() if args.profile else None
+    if profiler is not None:
+        profiler.enable()
+    result = simulator.run()
+    if profiler is not None:
+        profiler.disable()
+    finished = time.perf_counter()
+    after_replay = rss_mib()
+    peak = peak_mib()
+    replay_s = finished - replay_started
+    print(
+        f"\nworkloads {n:,}; generation {generated - started:.1f} s; replay {replay_s:.1f} s "
+        f"(set-up {set_up - replay_started:.1f} s, run {finished - set_up:.1f} s"
+        f"{', under cProfile' if profiler else ''})"
+    )
+    print(
+        f"admissions {result.admissions:,} ({result.admissions / replay_s:,.0f}/s), "
+        f"cycles {result.cycles:,}, preemptions {sum(result.preemptions_by_reason.values()):,} "
+        f"{dict(sorted(result.preemptions_by_reason.items()))}, livelocks {result.livelocks}, "
+        f"simulated {(result.end - result.start) / DAY:.1f} days"
+    )
+    print(
+        f"memory: baseline {baseline:,.0f} MiB, after generation {after_generation:,.0f} MiB, "
+        f"after replay {after_replay:,.0f} MiB, peak (ru_maxrss) {peak:,.0f} MiB; "
+        f"replay state {(peak - after_generation) * 2**20 / n:,.0f} bytes a workload, "
+        f"{(peak - baseline) * 2**20 / n:,.0f} in all"
+    )
+    print(f"\nwaits (published: {PUBLISHED_WAITS})")
+    print(
+        f"{'queue class':<16} {'workloads':>9} {'admitted':>9} {'p50 wait':>9} "
+        f"{'p90 wait':>9} {'mean wait':>10} {'preempted':>9}"
+    )
+    for name, count, admitted, p50, p90, mean, preempted in class_figures(result):
+        print(
+            f"{name:<16} {count:>9,} {admitted:>9,} {p50:>8.0f}s {p90:>8.0f}s "
+            f"{mean / 60:>7.1f}min {preempted:>9,}"
+        )
+    if args.tracemalloc:
+        snapshot = tracemalloc.take_snapshot()
+        _, traced_peak = tracemalloc.get_traced_memory()
+        print(f"\ntracemalloc peak {traced_peak / 2**20:,.0f} MiB; held at the end, by line:")
+        for stat in snapshot.statistics("lineno")[:15]:
+            print(f"  {stat.size / 2**20:8.1f} MiB {stat.count:>10,} blocks  {stat.traceback}")
+    if profiler is not None:
+        profiler.dump_stats(args.profile)
+        stats = pstats.Stats(profiler, stream=sys.stdout).strip_dirs()
+        print("\ntop 25 by tottime")
+        stats.sort_stats("tottime").print_stats(25)
+        print("top 25 by cumtime")
+        stats.sort_stats("cumulative").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
