@@ -14,14 +14,13 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import yaml
 from django.db import transaction
 from django.utils import timezone
 
-from cluster.pace import cluster_pace
 from cluster.state import observed_nodes
 from queues.deferred import after_commit
 from queues.engine.capacity import GPU, Perturbation, capacity_flavors
@@ -35,7 +34,8 @@ from whatif.figures import _clean
 from whatif.models import CapacityPlan, WhatIfSource, WhatIfState
 from whatif.proposal import MAX_SCENARIO_BYTES, MAX_WORKLOADS, PROGRESS_EVERY_SECONDS
 from whatif.proposal import policy_document as to_document
-from whatif.stream import Stream, recorded_stream, scenario_size, scenario_stream, window_records
+from whatif.runs import read_window, window_stream
+from whatif.stream import Stream, scenario_size, scenario_stream, window_records
 
 log = logging.getLogger(__name__)
 
@@ -217,24 +217,6 @@ def _flavors(raw: Any, policy: Policy, errors: list[FieldError]) -> list[str]:
     return chosen
 
 
-def _moment(name: str, value: Any, errors: list[FieldError]) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        moment = value
-    else:
-        try:
-            moment = datetime.fromisoformat(str(value).strip())
-        except ValueError:
-            errors.append(
-                FieldError(name, "format", f"{value!r} is not a date and time (YYYY-MM-DDTHH:MM)")
-            )
-            return None
-    return (
-        moment.replace(tzinfo=UTC) if timezone.is_naive(moment) else moment
-    )  # the page's times are UTC
-
-
 # ----------------------------------------------------------------- checking
 
 
@@ -329,22 +311,15 @@ def check(
             raise PolicyInvalid(
                 [FieldError("policy", e.rule, f"{e.field}: {e.message}") for e in exc.errors]
             ) from exc
-        start, end, count = _window(body, now, errors)
+        start, end, count = read_window(
+            body.get("window_start"), body.get("window_end"), now, errors, DEFAULT_WINDOW
+        )
         window = (start, end)
 
         def stream() -> Stream:
-            pace = cluster_pace()
             first, last = window
-            assert first is not None and last is not None
-            return recorded_stream(
-                first,
-                last,
-                policy,
-                observed=timezone.now(),
-                speedup=pace.speedup,
-                eviction_delay=pace.eviction_delay,
-                requeue_delay=pace.requeue_delay,
-            )
+            assert first is not None and last is not None  # else the plan was refused
+            return window_stream(first, last, policy)()
 
     seeds = _number("seeds", body.get("seeds"), DEFAULT_SEEDS, 1, MAX_SEEDS, errors)
     if seeds != int(seeds):
@@ -383,32 +358,6 @@ def check(
         window_end=end,
         scenario=scenario_text if source == WhatIfSource.SCENARIO else "",
     )
-
-
-def _window(
-    body: Mapping[str, Any], now: datetime | None, errors: list[FieldError]
-) -> tuple[datetime | None, datetime | None, int]:
-    """The window (by default the 30 days up to now) and its workload count."""
-    start = _moment("window_start", body.get("window_start"), errors)
-    end = _moment("window_end", body.get("window_end"), errors)
-    if errors:
-        return start, end, 0
-    end = end or now or timezone.now()
-    start = start or end - DEFAULT_WINDOW
-    if start >= end:
-        errors.append(FieldError("window_end", "after-start", "must be after the start"))
-        return start, end, 0
-    count = window_records(start, end).count()
-    if count == 0:
-        errors.append(
-            FieldError(
-                "window_start",
-                "no-workloads",
-                f"no workloads were created between {start:%Y-%m-%d %H:%M} and "
-                f"{end:%Y-%m-%d %H:%M} UTC",
-            )
-        )
-    return start, end, count
 
 
 def _targets_have_workloads(

@@ -8,7 +8,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
@@ -169,7 +169,7 @@ def prepare(
         today,
         proposal,
         count,
-        _window_stream(start, end, today),
+        window_stream(start, end, today),
         baseline=baseline,
         window_start=start,
         window_end=end,
@@ -220,15 +220,38 @@ def _checked_window(
     errors: list[FieldError],
 ) -> tuple[datetime | None, datetime | None, int]:
     """The window asked for (by default the DEFAULT_WINDOW up to now) and how
-    many workloads were created in it; what is wrong with it goes to ``errors``,
-    its unreadable moments first."""
+    many workloads were created in it, at most MAX_WORKLOADS; what is wrong
+    with it goes to ``errors``, its unreadable moments first."""
+    start, end, count = read_window(window_start, window_end, now, errors)
+    if count > MAX_WORKLOADS:
+        errors.append(
+            FieldError(
+                "window_start",
+                "too-many-workloads",
+                f"{count:,} workloads were created in this window; a what-if replays "
+                f"at most {MAX_WORKLOADS:,}: choose a shorter window",
+            )
+        )
+    return start, end, count
+
+
+def read_window(
+    window_start: str | datetime | None,
+    window_end: str | datetime | None,
+    now: datetime | None,
+    errors: list[FieldError],
+    default: timedelta = DEFAULT_WINDOW,
+) -> tuple[datetime | None, datetime | None, int]:
+    """The window asked for (by default ``default`` up to now) and how many
+    workloads were created in it (none is an error); what is wrong with it
+    goes to ``errors``, its unreadable moments first."""
     start, start_errors = _moment("window_start", window_start)
     end, end_errors = _moment("window_end", window_end)
     errors[:0] = start_errors + end_errors
     if start_errors or end_errors:
         return start, end, 0
     end = end or now or timezone.now()
-    start = start or end - DEFAULT_WINDOW
+    start = start or end - default
     if start >= end:
         errors.append(FieldError("window_end", "after-start", "must be after the start"))
         return start, end, 0
@@ -242,15 +265,6 @@ def _checked_window(
                 f"{end:%Y-%m-%d %H:%M} UTC",
             )
         )
-    elif count > MAX_WORKLOADS:
-        errors.append(
-            FieldError(
-                "window_start",
-                "too-many-workloads",
-                f"{count:,} workloads were created in this window; a what-if replays "
-                f"at most {MAX_WORKLOADS:,}: choose a shorter window",
-            )
-        )
     return start, end, count
 
 
@@ -262,7 +276,7 @@ def _today_policy(baseline: Mapping[str, Any], errors: list[FieldError]) -> Poli
         raise PolicyInvalid(errors) from exc
 
 
-def _window_stream(start: datetime, end: datetime, today: Policy) -> Callable[[], Stream]:
+def window_stream(start: datetime, end: datetime, today: Policy) -> Callable[[], Stream]:
     """The window's stream, read only when the run runs (a window's can be
     large), at the pace the cluster runs at then."""
 
