@@ -219,6 +219,9 @@ class QuotaTree:
         ]
         for root in self.roots:
             self._compute(root)
+        # ClusterQueues whose usage add() or remove() changed, for whoever keeps
+        # figures over time (``queues.engine.usage_meter``) to read and clear.
+        self.touched: set[str] = set()
 
     @staticmethod
     def _attach(child: Node, parent: Node) -> None:
@@ -240,12 +243,14 @@ class QuotaTree:
 
     def add(self, queue: str, usage: Mapping[FlavorResource, int]) -> None:
         node = self.queues[queue]
+        self.touched.add(queue)
         for fr, amount in usage.items():
             if amount:
                 node.add_usage(fr, amount)
 
     def remove(self, queue: str, usage: Mapping[FlavorResource, int]) -> None:
         node = self.queues[queue]
+        self.touched.add(queue)
         for fr, amount in usage.items():
             if amount:
                 node.remove_usage(fr, amount)

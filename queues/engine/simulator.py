@@ -255,12 +255,13 @@ class Simulator:
                 break  # the window [start, horizon) is over: what happens next is not in it
             now = self._events[0][0]
             self._report_time(now)
-            self.meter.integrate(now)
+            self.meter.sample(now)
             self.scheduler.now = now  # evictions and backoffs happen at event time
             while self._events and self._events[0][0] == now:
                 _, _, kind, payload = heapq.heappop(self._events)
                 self._handle(now, kind, payload)
             self._schedule(now)
+            self.meter.settle(now)
             if self.until_admitted and self.records[self.until_admitted].first_admitted is not None:
                 break
             if self.scheduler.has_unpark_requests and self._unpark_due is None:
@@ -272,7 +273,7 @@ class Simulator:
         if self.horizon is not None:
             now = max(now, self.horizon)  # usage is measured over the whole window
             self._report_time(now)
-        self.meter.integrate(now)
+        self.meter.close(now)
         self.meter.sample(now, force=True)
         return SimulationResult(
             start=self.start,

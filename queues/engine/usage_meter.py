@@ -2,7 +2,18 @@
 ClusterQueue and flavor × resource (used, borrowed over nominal, lent to
 borrowers) and the sampled series the charts draw (usage, borrowing and
 pending workloads of the main resource). Kept apart from the event loop in
-``queues.engine.simulator``: it only reads the scheduler's tree, at each event.
+``queues.engine.simulator``: it only reads the scheduler's tree.
+
+Usage only changes when something is admitted or released, and then in one
+cohort tree, so the integrals are kept lazily: each ClusterQueue's rates
+(used, over nominal, left idle) hold from its last change to its next, and
+the simulator tells the meter which queues the quota tree touched
+(``QuotaTree.touched``) once an event time is settled. Lending is shared out
+in proportion to idle quota; within a tree and flavor-resource that share is
+the same fraction of every lender's idle quota, so its integral is kept once
+per tree (``_Pool.accrued``) and each lender's is its idle quota times what
+the fraction accrued while that stayed constant. A replay's cost is then per
+change, not per event times every queue.
 
 Pure Python: no Django, no kubernetes client.
 """
@@ -26,9 +37,62 @@ class QueueTotals:
     lent: dict[FlavorResource, float] = field(default_factory=dict)
 
 
+@dataclass
+class _Pool:
+    """One cohort tree's lending for one flavor-resource: what its queues borrow
+    over nominal, what they leave idle (capped by what they may lend), the
+    fraction of idle quota lent (``min(borrowed, idle) / idle``) and its integral
+    over time since the replay began."""
+
+    borrowed: int = 0
+    idle: int = 0
+    fraction: float = 0.0
+    accrued: float = 0.0
+
+
+@dataclass
+class _QueueRates:
+    """A ClusterQueue's figures since its last change, and when that was."""
+
+    since: float
+    used: dict[FlavorResource, int] = field(default_factory=dict)
+    over: dict[FlavorResource, int] = field(default_factory=dict)
+    # Its part in its tree's pools: over nominal, and idle quota it may lend.
+    borrowing: dict[FlavorResource, int] = field(default_factory=dict)
+    idle: dict[FlavorResource, int] = field(default_factory=dict)
+    # The pool's ``accrued`` when ``idle`` was last settled.
+    accrued_mark: dict[FlavorResource, float] = field(default_factory=dict)
+
+
+class _Tree:
+    """A root (cohort tree or standalone ClusterQueue) and its lending pools."""
+
+    def __init__(self, root: Node, start: float) -> None:
+        self.lends = root.is_cohort
+        self.since = start
+        self.pools: dict[FlavorResource, _Pool] = {}
+
+    def advance(self, now: float) -> None:
+        dt = now - self.since
+        if dt > 0:
+            for pool in self.pools.values():
+                if pool.fraction:
+                    pool.accrued += pool.fraction * dt
+        self.since = now
+
+    def refresh(self, frs: set[FlavorResource]) -> None:
+        for fr in frs:
+            pool = self.pools[fr]
+            pool.fraction = min(pool.borrowed, pool.idle) / pool.idle if pool.idle else 0.0
+
+
 class UsageMeter:
     """Integrals and samples for one run, from ``start``; a sample at most every
-    ``sample_every`` seconds, of ``main_resource`` (milli-CPU shown as cores)."""
+    ``sample_every`` seconds, of ``main_resource`` (milli-CPU shown as cores).
+
+    The simulator calls ``sample`` before it handles an event time, ``settle``
+    once it has (usage is then constant until the next event) and ``close`` at
+    the end."""
 
     def __init__(
         self, scheduler: Scheduler, start: float, sample_every: float, main_resource: str
@@ -44,59 +108,94 @@ class UsageMeter:
             "pending": {},
             "borrowed": {},
         }
+        tree = scheduler.tree
         queues = scheduler.policy.cluster_queues
         self.totals = {name: QueueTotals() for name in queues}
         self.nominal = {
-            name: {fr: q.nominal for fr, q in scheduler.tree.queues[name].quotas.items()}
-            for name in queues
+            name: {fr: q.nominal for fr, q in tree.queues[name].quotas.items()} for name in queues
         }
-        self._last_integral = start
+        self._trees = {root.name: _Tree(root, start) for root in tree.roots}
+        self._tree_of = {name: self._trees[node.root().name] for name, node in tree.queues.items()}
+        self._rates = {name: _QueueRates(start) for name in tree.queues}
+        # Usage already in the tree (a scheduler built with workloads) counts from start.
+        tree.touched.update(tree.queues)
+        self.settle(start)
 
-    def integrate(self, now: float) -> None:
-        """Accumulate resource-seconds since the last event, and sample."""
-        dt = now - self._last_integral
+    def settle(self, now: float) -> None:
+        """The queues the tree touched since the last call changed at ``now``:
+        close their rates' intervals and take their new ones."""
+        touched = self.scheduler.tree.touched
+        if not touched:
+            return
+        by_tree: dict[int, tuple[_Tree, list[str]]] = {}
+        for name in touched:
+            tree = self._tree_of[name]
+            by_tree.setdefault(id(tree), (tree, []))[1].append(name)
+        touched.clear()
+        for tree, names in by_tree.values():
+            tree.advance(now)
+            changed: set[FlavorResource] = set()
+            for name in names:
+                self._settle_queue(name, tree, now, changed)
+            tree.refresh(changed)
+
+    def close(self, now: float) -> None:
+        """The run ended at ``now``: every interval is closed."""
+        self.scheduler.tree.touched.update(self.scheduler.tree.queues)
+        self.settle(now)
+
+    def _settle_queue(
+        self, name: str, tree: _Tree, now: float, changed: set[FlavorResource]
+    ) -> None:
+        rates = self._rates[name]
+        totals = self.totals[name]
+        dt = now - rates.since
         if dt > 0:
-            tree = self.scheduler.tree
-            for name, node in tree.queues.items():
-                totals = self.totals[name]
-                for fr, used in node.usage.items():
-                    if not used:
-                        continue
-                    totals.used[fr] = totals.used.get(fr, 0.0) + used * dt
-                    over = used - node.nominal(fr)
-                    if over > 0:
-                        totals.borrowed[fr] = totals.borrowed.get(fr, 0.0) + over * dt
-            for root in tree.roots:
-                if root.is_cohort:
-                    self._integrate_lending(root, dt)
-            self._last_integral = now
-        self.sample(now)
+            for fr, used in rates.used.items():
+                totals.used[fr] = totals.used.get(fr, 0.0) + used * dt
+            for fr, over in rates.over.items():
+                totals.borrowed[fr] = totals.borrowed.get(fr, 0.0) + over * dt
+        rates.since = now
+        node = self.scheduler.tree.queues[name]
+        usage = node.usage
+        rates.used = {fr: used for fr, used in usage.items() if used}
+        rates.over = {}
+        for fr, used in rates.used.items():
+            over = used - node.nominal(fr)
+            if over > 0:
+                rates.over[fr] = over
+        if tree.lends:
+            self._settle_lending(node, rates, totals, tree, changed)
 
-    def _integrate_lending(self, root: Node, dt: float) -> None:
-        """Attribute what borrowers use to the queues with unused quota, in
-        proportion to how much each leaves unused (Kueue does not say who lent)."""
-        queues = list(root.queues())
-        borrowed: dict[FlavorResource, int] = {}
-        idle: dict[FlavorResource, dict[str, int]] = {}
-        for node in queues:
-            for fr in node.quotas:
-                used = node.usage.get(fr, 0)
-                nominal = node.nominal(fr)
-                if used > nominal:
-                    borrowed[fr] = borrowed.get(fr, 0) + used - nominal
-                elif nominal > used:
-                    spare = min(nominal - used, node.lendable(fr))
-                    if spare > 0:
-                        idle.setdefault(fr, {})[node.name] = spare
-        for fr, amount in borrowed.items():
-            lenders = idle.get(fr, {})
-            total = sum(lenders.values())
-            if not total:
-                continue
-            for name, spare in lenders.items():
-                share = min(amount, total) * spare / total
-                lent = self.totals[name].lent
-                lent[fr] = lent.get(fr, 0.0) + share * dt
+    @staticmethod
+    def _settle_lending(
+        node: Node,
+        rates: _QueueRates,
+        totals: QueueTotals,
+        tree: _Tree,
+        changed: set[FlavorResource],
+    ) -> None:
+        """Kueue does not say who lent: what borrowers use beyond their nominal
+        quota is attributed to the queues leaving quota idle, in proportion."""
+        for fr in node.quotas:
+            pool = tree.pools.get(fr)
+            if pool is None:
+                pool = tree.pools[fr] = _Pool()
+            idle = rates.idle.get(fr, 0)
+            if idle:
+                share = idle * (pool.accrued - rates.accrued_mark[fr])
+                if share > 0:
+                    totals.lent[fr] = totals.lent.get(fr, 0.0) + share
+            used = node.usage.get(fr, 0)
+            nominal = node.nominal(fr)
+            over = used - nominal if used > nominal else 0
+            spare = max(0, min(nominal - used, node.lendable(fr))) if nominal > used else 0
+            pool.borrowed += over - rates.borrowing.get(fr, 0)
+            pool.idle += spare - idle
+            rates.borrowing[fr] = over
+            rates.idle[fr] = spare
+            rates.accrued_mark[fr] = pool.accrued
+            changed.add(fr)
 
     def sample(self, now: float, force: bool = False) -> None:
         if now < self._next_sample and not force:
