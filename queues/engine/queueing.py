@@ -39,6 +39,18 @@ def scheduling_hash(workload: Workload) -> tuple[object, ...]:
     )
 
 
+class QueueBoard:
+    """Which ClusterQueues may have a head to offer (``ready``) and which have
+    parked work (``parking``), shared by a scheduler's queues so that a cycle
+    visits the queues with something queued, not all of them. ``ready`` may
+    name a queue whose pop finds nothing (the cycle drops it then);
+    ``parking`` holds every queue with a parked shape or workload."""
+
+    def __init__(self) -> None:
+        self.ready: set[str] = set()
+        self.parking: set[str] = set()
+
+
 def order_key(workload: Workload) -> tuple[float, float, str]:
     return (-workload.priority, workload.queue_order_time, workload.key)
 
@@ -55,8 +67,10 @@ class PendingQueue:
         name: str,
         strategy: QueueingStrategy,
         ranking: Callable[[Workload], float] | None = None,
+        board: QueueBoard | None = None,
     ) -> None:
         self.name = name
+        self.board = board if board is not None else QueueBoard()
         self.strategy = strategy
         # Admission fair sharing: a first sort key that changes over time (a
         # LocalQueue's usage), so heads are picked by a scan, not the heaps.
@@ -92,6 +106,7 @@ class PendingQueue:
             heapq.heappush(self._buckets.setdefault(shape, []), (order, key))
         if shape not in self._parked_shapes:
             heapq.heappush(self._heads, (order, shape))
+            self.board.ready.add(self.name)
 
     def _take(self, key: str) -> Workload | None:
         """Out of its bucket (its heap entry goes stale) and out of the queue."""
@@ -135,6 +150,12 @@ class PendingQueue:
             return self._take(self.sticky)
         if self.ranking is not None:
             return self._pop_ranked(self.ranking)
+        workload = self._pop_head()
+        if workload is None:
+            self.board.ready.discard(self.name)
+        return workload
+
+    def _pop_head(self) -> Workload | None:
         while self._heads:
             order, shape = heapq.heappop(self._heads)
             if shape in self._parked_shapes:
@@ -155,6 +176,7 @@ class PendingQueue:
     def _pop_ranked(self, ranking: Callable[[Workload], float]) -> Workload | None:
         queued = [w for key, w in self._workloads.items() if self._is_queued(key)]
         if not queued:
+            self.board.ready.discard(self.name)
             return None
         best = min(queued, key=lambda w: (ranking(w), order_key(w)))
         return self._take(best.key)
@@ -172,18 +194,22 @@ class PendingQueue:
             # Every queued workload of its shape is parked with it.
             self._enqueue(workload)
             self._parked_shapes.add(self._shape[workload.key])
+            self.board.parking.add(self.name)
             return
         self._workloads[workload.key] = workload
         self._alone[workload.key] = workload
+        self.board.parking.add(self.name)
 
     def unpark(self) -> int:
         """Something may have freed capacity: every parked workload queues again."""
         moved = len(self._alone)
+        self.board.parking.discard(self.name)
         for shape in self._parked_shapes:
             head = self._head(shape)
             if head is not None:
                 moved += len(self._members[shape])
                 heapq.heappush(self._heads, (head[0], shape))
+                self.board.ready.add(self.name)
         self._parked_shapes.clear()
         for workload in list(self._alone.values()):
             del self._alone[workload.key]

@@ -100,7 +100,7 @@ class Scheduler(SchedulerState):
             # Kueue admits nothing more until every admitted workload's pods are ready.
             return result
         heads: list[Entry] = []
-        for name in sorted(self.queues):
+        for name in sorted(self.board.ready):
             queue = self.policy.cluster_queues[name]
             if not self._active(queue):
                 continue

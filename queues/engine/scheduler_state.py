@@ -24,7 +24,7 @@ from queues.engine.model import (
 )
 from queues.engine.outcomes import Pending
 from queues.engine.placement import place_on_nodes, placer_for
-from queues.engine.queueing import PendingQueue
+from queues.engine.queueing import PendingQueue, QueueBoard
 from queues.engine.quota import QuotaTree
 
 
@@ -44,10 +44,16 @@ class SchedulerState:
         self.usage_of: dict[str, dict[FlavorResource, int]] = {}
         fairness = policy.admission_fair_sharing
         self.ledger = UsageLedger(fairness, now) if fairness is not None else None
+        self.board = QueueBoard()
         self.queues = {
-            name: PendingQueue(name, queue.queueing_strategy, self._ranking(queue))
+            name: PendingQueue(name, queue.queueing_strategy, self._ranking(queue), self.board)
             for name, queue in policy.cluster_queues.items()
         }
+        self._root_of = {name: node.root().name for name, node in self.tree.queues.items()}
+        # Policies are frozen: the stopped queues are known once.
+        self._stopped = [
+            name for name, queue in policy.cluster_queues.items() if not self._active(queue)
+        ]
         self.status: dict[str, Pending] = {}
         # Root cohort (or queue) names whose parked workloads should queue again.
         self._unpark_requests: set[str] = set()
@@ -133,17 +139,22 @@ class SchedulerState:
         self._request_unpark(workload.cluster_queue)
 
     def _request_unpark(self, queue: str) -> None:
-        self._unpark_requests.add(self.tree.queues[queue].root().name)
+        self._unpark_requests.add(self._root_of[queue])
 
     def apply_unpark_requests(self) -> int:
         """Queue again every parked workload in trees where capacity may have
         been freed (Kueue does this about a second after the event)."""
         moved = 0
         roots, self._unpark_requests = self._unpark_requests, set()
-        for name, node in self.tree.queues.items():
-            if node.root().name in roots:
+        for name in sorted(self.board.parking):
+            if self._root_of[name] in roots:
                 moved += self.queues[name].unpark()
         return moved
+
+    @property
+    def has_parked(self) -> bool:
+        """Any workload parked anywhere."""
+        return any(self.queues[name].has_parked for name in self.board.parking)
 
     @property
     def has_unpark_requests(self) -> bool:
@@ -270,9 +281,8 @@ class SchedulerState:
         everything holding quota there; Hold evicts only reservations still
         waiting for admission checks. Returns the evicted workloads."""
         evicted: list[str] = []
-        for name, queue in self.policy.cluster_queues.items():
-            if self._active(queue):
-                continue
+        for name in self._stopped:
+            queue = self.policy.cluster_queues[name]
             drain = queue.stop_policy is StopPolicy.HOLD_AND_DRAIN
             for key, workload in list(self.reserved[name].items()):
                 if drain or not workload.is_admitted:

@@ -265,7 +265,7 @@ class Simulator:
             if self.until_admitted and self.records[self.until_admitted].first_admitted is not None:
                 break
             if self.scheduler.has_unpark_requests and self._unpark_due is None:
-                if any(q.has_parked for q in self.scheduler.queues.values()):
+                if self.scheduler.has_parked:
                     self._unpark_due = now + self.requeue_delay
                     self._push(self._unpark_due, UNPARK, None)
                 else:  # nothing parked, nothing to wait for

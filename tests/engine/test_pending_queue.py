@@ -124,6 +124,12 @@ def test_the_bucketed_queue_behaves_like_the_plain_one(
             assert real.unpark() == plain.unpark()
         assert set(real.parked) == set(plain.parked)
         assert real.has_parked == bool(plain.parked)
+        # The scheduler's cycle visits only queues on the board: one with
+        # something queued must be there, and one with parked work in parking.
+        if plain.queued:
+            assert "cq" in real.board.ready
+        if plain.parked:
+            assert "cq" in real.board.parking
         assert len(real) == len(plain.queued) + len(plain.parked)
         expected_order = sorted(plain.queued.values(), key=order_key)
         expected_order.sort(key=lambda w: w.key != plain.sticky)
