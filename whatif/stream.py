@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from queues.engine.scenario import Scenario
 from queues.engine.simulator import WorkloadRecord as Measured
 from whatif.proposal import DEFAULT_RUNTIME_SECONDS
 from whatif.window_history import (
+    CHUNK_SIZE,
     GONE,
     HOLDS,
     RELEASES,
@@ -33,6 +34,7 @@ from whatif.window_history import (
 )
 
 __all__ = [
+    "CHUNK_SIZE",
     "GONE",
     "HOLDS",
     "HOUR",
@@ -43,6 +45,7 @@ __all__ = [
     "scenario_size",
     "scenario_stream",
     "window_records",
+    "window_rows",
 ]
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,16 @@ def dashboard_hours(start: datetime, stop: datetime) -> tuple[datetime, datetime
 
 def window_records(start: datetime, end: datetime) -> Any:
     return WorkloadRecord.objects.filter(created_at__gte=start, created_at__lt=end)
+
+
+def window_rows(
+    start: datetime, end: datetime, chunk_size: int = CHUNK_SIZE
+) -> Iterator[WorkloadRecord]:
+    """The workloads created in [start, end), oldest first, ``chunk_size`` at a
+    time from a server-side cursor (on PostgreSQL): a window of any size is
+    never in memory as rows all at once."""
+    window = window_records(start, end).order_by("created_at", "id")
+    yield from window.iterator(chunk_size=chunk_size)
 
 
 def _assignment(row: WorkloadRecord, policy: Policy) -> dict[str, dict[str, str]] | None:
@@ -182,7 +195,7 @@ class _Replay:
 
 def _add_carried_over(
     replay: _Replay,
-    carried: list[AtStart],
+    carried: Iterable[AtStart],
     policy: Policy,
     declared: dict[int, Declared],
     delays: dict[int, float],
@@ -223,7 +236,7 @@ def _add_carried_over(
 
 def _add_window(
     replay: _Replay,
-    rows: list[WorkloadRecord],
+    rows: Iterable[WorkloadRecord],
     policy: Policy,
     declared: dict[int, Declared],
     first: dict[int, datetime],
@@ -347,6 +360,7 @@ def recorded_stream(
     speedup: float = 1.0,
     eviction_delay: float = EVICTION_DELAY_SECONDS,
     requeue_delay: float = REQUEUE_DELAY_SECONDS,
+    chunk_size: int = CHUNK_SIZE,
 ) -> Stream:
     """The workloads created in [start, end), on a clock starting at ``start``
     and stopping at ``end`` (or ``observed``, the moment the run reads the
@@ -360,18 +374,23 @@ def recorded_stream(
     are work: a simulated cluster does ``speedup`` seconds of it per second.
     ``eviction_delay``: how long a victim keeps its quota while its job stops;
     ``requeue_delay``: how long parked workloads wait after capacity frees.
+    Rows are read ``chunk_size`` at a time: what stays in memory is the
+    replay's own compact workloads, not the window's records.
     """
     observed = observed or end
     stop = min(end, observed)
-    window = window_records(start, end)
-    rows = list(window.order_by("created_at", "id"))
-    carried = carried_over(start)
-    declared = job_declarations(window, live_before(start))
-    first = first_admissions(window)
-    delays = {**admission_check_delays(live_before(start)), **admission_check_delays(window)}
+    window, before = window_records(start, end), live_before(start)
+    declared = job_declarations(window, before, chunk_size=chunk_size)
+    first = first_admissions(window, chunk_size=chunk_size)
+    delays = {
+        **admission_check_delays(before, chunk_size=chunk_size),
+        **admission_check_delays(window, chunk_size=chunk_size),
+    }
     replay = _Replay(start, stop, observed, speedup)
+    # Both consume their rows as the cursors hand them over.
+    carried = carried_over(start, chunk_size=chunk_size)
     _add_carried_over(replay, carried, policy, declared, delays)
-    _add_window(replay, rows, policy, declared, first, delays)
+    _add_window(replay, window_rows(start, end, chunk_size), policy, declared, first, delays)
     template = replay.template
     return Stream(
         build=lambda: [(workload.copied(), label) for workload, label in template],

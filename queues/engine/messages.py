@@ -6,6 +6,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from queues.quantity import Unit, unit_for
@@ -15,6 +16,8 @@ _FNV_PRIME = 1099511628211
 _MASK = 2**64 - 1
 
 
+# Resource names are few and a replay asks for their order millions of times.
+@functools.cache
 def fnv1a64(text: str) -> int:
     value = _FNV_OFFSET
     for byte in text.encode("utf-8"):
@@ -25,7 +28,11 @@ def fnv1a64(text: str) -> int:
 def request_order(resources: Iterable[str]) -> list[str]:
     """The order Kueue walks a pod set's resources in (FNV-1a hash, then name);
     it decides which failing resource group a message reports."""
-    return sorted(resources, key=lambda name: (fnv1a64(name), name))
+    return sorted(resources, key=_walk_key)
+
+
+def _walk_key(name: str) -> tuple[int, str]:
+    return fnv1a64(name), name
 
 
 _DECIMAL_SUFFIXES = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
@@ -49,6 +56,8 @@ def _decimal_si(mantissa: int, exponent: int) -> str:
     return f"{mantissa}{_DECIMAL_SUFFIXES[exponent]}"
 
 
+# A replay words the same few request sizes in millions of pending messages.
+@functools.lru_cache(maxsize=4096)
 def kubernetes_quantity(resource: str, amount: int) -> str:
     """How Kubernetes prints a canonical amount: cpu as milli DecimalSI (500m,
     2, 2500m), memory-like as BinarySI when exact (1536Mi), else DecimalSI (1G),
