@@ -48,6 +48,7 @@ class Node:
     _nominal: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
     _borrowing: dict[FlavorResource, int | None] = field(default_factory=dict, repr=False)
     _local: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
+    _potential: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
 
     def _freeze(self) -> None:
         self._nominal = {fr: q.nominal for fr, q in self.quotas.items()}
@@ -97,13 +98,19 @@ class Node:
 
     def potential_available(self, fr: FlavorResource) -> int:
         """The most this node could ever use, with nothing running anywhere: a
-        request above this never fits, whatever is preempted."""
+        request above this never fits, whatever is preempted. Quotas do not
+        change during a tree's life, so each answer is kept."""
+        known = self._potential.get(fr)
+        if known is not None:
+            return known
         if self.parent is None:
-            return self.subtree.get(fr, 0)
-        potential = self.local_quota(fr) + self.parent.potential_available(fr)
-        limit = self.borrowing_limit(fr)
-        if limit is not None:
-            potential = min(potential, self.subtree.get(fr, 0) + limit)
+            potential = self.subtree.get(fr, 0)
+        else:
+            potential = self.local_quota(fr) + self.parent.potential_available(fr)
+            limit = self.borrowing_limit(fr)
+            if limit is not None:
+                potential = min(potential, self.subtree.get(fr, 0) + limit)
+        self._potential[fr] = potential
         return potential
 
     def borrowing_with(self, fr: FlavorResource, amount: int) -> bool:
