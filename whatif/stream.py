@@ -390,7 +390,7 @@ def recorded_stream(
     # Both consume their rows as the cursors hand them over.
     carried = carried_over(start, chunk_size=chunk_size)
     _add_carried_over(replay, carried, policy, declared, delays)
-    _add_window(replay, list(window.order_by("created_at", "id")), policy, declared, first, delays)
+    _add_window(replay, window_rows(start, end, chunk_size), policy, declared, first, delays)
     template = replay.template
     return Stream(
         build=lambda: [(workload.copied(), label) for workload, label in template],
