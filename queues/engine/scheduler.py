@@ -50,6 +50,10 @@ class Scheduler(SchedulerState):
         self._cycle_holds: list[tuple[str, dict[FlavorResource, int]]] = []
         self._preemptors: dict[str, str] = {}
         self._oracle_targets: dict[tuple[str, FlavorResource, int], list[Target]] = {}
+        # Each pending head's last nomination, with its tree's version then.
+        self._nominations: dict[str, tuple[int, Entry]] = {}
+        # False: every head is nominated afresh (what the reuse is checked against).
+        self.reuse_nominations = True
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
@@ -106,7 +110,7 @@ class Scheduler(SchedulerState):
                 continue
             workload = self.queues[name].pop()
             if workload is not None:
-                heads.append(self._nominate(workload, queue))
+                heads.append(self._nomination(workload, queue))
         admitted_now: set[str] = set()
         victims: dict[str, Target] = {}
         # Usage that stands only for this cycle: preemptors waiting for their
@@ -120,6 +124,29 @@ class Scheduler(SchedulerState):
         for target in victims.values():
             self._preempt(target, result)
         return result
+
+    def _nomination(self, workload: Workload, queue: ClusterQueue) -> Entry:
+        """The head's entry for this cycle. Nominating reads only its tree's
+        quota, what holds it and who is being evicted there, so when none of
+        that has changed since its last nomination the answer is the same and is
+        reused: a StrictFIFO gang that cannot fit is the head of its queue in
+        every cycle, whatever the event, in any tree."""
+        version = self.tree_versions[self._root_of[queue.name]]
+        known = self._nominations.get(workload.key)
+        if (
+            self.reuse_nominations
+            and known is not None
+            and known[0] == version
+            and known[1].workload is workload
+            and not self.unstamped
+            and not workload.check_states
+        ):
+            return known[1]
+        entry = self._nominate(workload, queue)
+        if len(self._nominations) > 4 * len(self.workloads) + 1024:
+            self._nominations.clear()  # of workloads long gone
+        self._nominations[workload.key] = (version, entry)
+        return entry
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> Entry:
         if any(
@@ -338,6 +365,7 @@ class Scheduler(SchedulerState):
             # Its job is stopping: it keeps its quota until release() (Kueue frees
             # it when the pods have gone).
             victim.evicting = True
+            self.changed_tree(victim.cluster_queue)
             victim.evictions += 1
         else:
             self.evict(victim.key)

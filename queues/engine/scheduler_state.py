@@ -50,6 +50,14 @@ class SchedulerState:
             for name, queue in policy.cluster_queues.items()
         }
         self._root_of = {name: node.root().name for name, node in self.tree.queues.items()}
+        # Per cohort tree, a count of the changes that can change a head's
+        # nomination there: quota taken or given back, a victim marked evicting.
+        # A head nominated again with its tree's count unchanged gets the same
+        # answer (see Scheduler._nomination), as it would from Kueue.
+        self.tree_versions = dict.fromkeys(self._root_of.values(), 0)
+        # Holding quota without an admission time: victim search orders them by
+        # the clock, so no nomination is reused while there are any.
+        self.unstamped: set[str] = set()
         # Policies are frozen: the stopped queues are known once.
         self._stopped = [
             name for name, queue in policy.cluster_queues.items() if not self._active(queue)
@@ -117,7 +125,13 @@ class SchedulerState:
             self.status[workload.key] = Pending("Queued", self._queued_message(workload))
         return len(due)
 
+    def changed_tree(self, queue: str) -> None:
+        self.tree_versions[self._root_of[queue]] += 1
+
     def _hold(self, workload: Workload) -> None:
+        self.changed_tree(workload.cluster_queue)
+        if workload.admitted_at is None:
+            self.unstamped.add(workload.key)
         usage = workload.usage()
         self.usage_of[workload.key] = usage
         self.reserved[workload.cluster_queue][workload.key] = workload
@@ -127,6 +141,8 @@ class SchedulerState:
             place_on_nodes(self.placer, workload)
 
     def _release(self, workload: Workload) -> None:
+        self.changed_tree(workload.cluster_queue)
+        self.unstamped.discard(workload.key)
         usage = self.usage_of.pop(workload.key, {})
         self.reserved[workload.cluster_queue].pop(workload.key, None)
         self.tree.remove(workload.cluster_queue, usage)
