@@ -55,3 +55,4 @@ class Entry:
     assignment: Assignment | None
     targets: list[Target] = field(default_factory=list)
     pending: Pending | None = None  # set when the head is inadmissible before assignment
+    no_fit: Pending | None = None  # why its assignment does not fit, once worded

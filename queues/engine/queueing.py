@@ -82,6 +82,7 @@ class PendingQueue:
         self._members: dict[int, set[str]] = {}
         self._heads: list[tuple[tuple[float, float, str], int]] = []
         self._shape_ids: dict[tuple[object, ...], int] = {}
+        self._known_shapes: dict[str, tuple[int, tuple[object, ...], int]] = {}
         self._parked_shapes: set[int] = set()
         self._alone: dict[str, Workload] = {}  # parked on their own, in no bucket
         self.sticky: str | None = None
@@ -94,9 +95,19 @@ class PendingQueue:
 
     # ------------------------------------------------------------ buckets
 
+    def _shape_of(self, workload: Workload) -> int:
+        """Its bucket, remembered while its priority and pod sets stay the same
+        objects: a head goes back to its queue in every cycle it is not admitted."""
+        known = self._known_shapes.get(workload.key)
+        if known is not None and known[0] == workload.priority and known[1] is workload.pod_sets:
+            return known[2]
+        shape = self._shape_ids.setdefault(scheduling_hash(workload), len(self._shape_ids))
+        self._known_shapes[workload.key] = (workload.priority, workload.pod_sets, shape)
+        return shape
+
     def _enqueue(self, workload: Workload) -> None:
         key = workload.key
-        shape = self._shape_ids.setdefault(scheduling_hash(workload), len(self._shape_ids))
+        shape = self._shape_of(workload)
         self._workloads[key] = workload
         self._shape[key] = shape
         self._members.setdefault(shape, set()).add(key)
@@ -141,6 +152,7 @@ class PendingQueue:
 
     def remove(self, key: str) -> None:
         self._take(key)
+        self._known_shapes.pop(key, None)
         if self.sticky == key:
             self.sticky = None
 

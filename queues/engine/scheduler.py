@@ -264,7 +264,9 @@ class Scheduler(SchedulerState):
         workload, queue, assignment = entry.workload, entry.queue, entry.assignment
         assert assignment is not None
         if assignment.mode is Mode.NO_FIT:
-            return Pending(self._no_fit_reason(assignment), assignment.message()), "NoFit"
+            if entry.no_fit is None:  # worded once: a reused nomination keeps it
+                entry.no_fit = Pending(self._no_fit_reason(assignment), assignment.message())
+            return entry.no_fit, "NoFit"
         if assignment.needs_preemption and not entry.targets:
             if queue.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
                 self._hold_capacity(entry)
