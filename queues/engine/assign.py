@@ -11,6 +11,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -97,11 +98,13 @@ class Assignment:
     # Pods per pod set when partial admission reduced them (None: as asked).
     counts: dict[str, int] | None = None
 
-    @property
+    # Worked out once: the pod sets are final when the assignment is made, and a
+    # reused nomination is ordered and checked in every cycle.
+    @functools.cached_property
     def mode(self) -> Mode:
         return min((p.mode for p in self.pod_sets), default=Mode.FIT)
 
-    @property
+    @functools.cached_property
     def borrowing(self) -> int:
         return max((p.borrow for p in self.pod_sets), default=0)
 

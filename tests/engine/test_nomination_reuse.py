@@ -53,6 +53,9 @@ def replay(policy: Policy, workloads: list[Workload], eviction: float, reuse: bo
         [(w, "class") for w in copy.deepcopy(workloads)],
         eviction_delay=eviction,
         requeue_delay=1.0,
+        # Some policies make workloads preempt each other for ever (the
+        # simulator backs off but time goes on): the clock stops here.
+        horizon=3_600.0,
     )
     simulator.scheduler.reuse_nominations = reuse
     result = simulator.run()
