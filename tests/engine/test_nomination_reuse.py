@@ -11,38 +11,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from queues.engine.model import PodSet, Policy, Workload
+from queues.engine.model import Policy, Workload
 from queues.engine.simulator import Simulator
-from tests.engine.test_properties import policies
+from tests.engine.test_properties import draw_workloads, policies
 
 
 @st.composite
 def streams(draw: Any) -> tuple[Policy, list[Workload], float]:
     policy = draw(policies())
-    workloads = []
-    for i in range(draw(st.integers(2, 14))):
-        pod_sets = tuple(
-            PodSet(
-                f"ps{j}",
-                draw(st.integers(1, 3)),
-                {
-                    "cpu": draw(st.integers(0, 3)) * 1000,
-                    "nvidia.com/gpu": draw(st.integers(0, 3)),
-                },
-            )
-            for j in range(draw(st.integers(1, 2)))
-        )
-        workloads.append(
-            Workload(
-                name=f"w{i}",
-                cluster_queue=draw(st.sampled_from(sorted(policy.cluster_queues))),
-                pod_sets=pod_sets,
-                priority=draw(st.integers(0, 3)),
-                creation_time=float(draw(st.integers(0, 40))),
-                runtime=float(draw(st.integers(1, 60))),
-                checkpoint_interval=draw(st.sampled_from([None, 5.0])),
-            )
-        )
+    workloads = draw_workloads(draw, policy, draw(st.integers(2, 14)), latest=40, timed=True)
     # With an eviction delay victims hold their quota while marked evicting.
     return policy, workloads, float(draw(st.sampled_from([0, 3])))
 

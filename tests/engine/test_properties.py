@@ -95,11 +95,13 @@ def policies(draw: Any) -> Policy:
     )
 
 
-@st.composite
-def scenarios(draw: Any) -> tuple[Policy, list[Workload]]:
-    policy = draw(policies())
+def draw_workloads(
+    draw: Any, policy: Policy, count: int, latest: int = 5, timed: bool = False
+) -> list[Workload]:
+    """``count`` workloads in the policy's queues, created by ``latest``; with
+    ``timed``, each with a runtime and perhaps a checkpoint interval."""
     workloads = []
-    for i in range(draw(st.integers(1, 10))):
+    for i in range(count):
         pod_sets = tuple(
             PodSet(
                 f"ps{j}",
@@ -117,10 +119,18 @@ def scenarios(draw: Any) -> tuple[Policy, list[Workload]]:
                 cluster_queue=draw(st.sampled_from(sorted(policy.cluster_queues))),
                 pod_sets=pod_sets,
                 priority=draw(st.integers(0, 3)),
-                creation_time=float(draw(st.integers(0, 5))),
+                creation_time=float(draw(st.integers(0, latest))),
+                runtime=float(draw(st.integers(1, 60))) if timed else None,
+                checkpoint_interval=draw(st.sampled_from([None, 5.0])) if timed else None,
             )
         )
-    return policy, workloads
+    return workloads
+
+
+@st.composite
+def scenarios(draw: Any) -> tuple[Policy, list[Workload]]:
+    policy = draw(policies())
+    return policy, draw_workloads(draw, policy, draw(st.integers(1, 10)))
 
 
 def run(policy: Policy, workloads: list[Workload]) -> tuple[Scheduler, dict[str, Any], Any]:
