@@ -55,6 +55,18 @@ class SchedulerState:
         # A head nominated again with its tree's count unchanged gets the same
         # answer (see Scheduler._nomination), as it would from Kueue.
         self.tree_versions = dict.fromkeys(self._root_of.values(), 0)
+        # Cohort trees share no quota but may share nodes: per topology-aware
+        # flavor, the trees with a queue that can use it. What one places on
+        # those nodes changes what fits for the others.
+        self._node_sharers: dict[str, set[str]] = {}
+        if self.placer is not None:
+            for name, queue in policy.cluster_queues.items():
+                for group in queue.resource_groups:
+                    for flavor in group.flavors:
+                        if self.placer.handles(flavor.flavor):
+                            self._node_sharers.setdefault(flavor.flavor, set()).add(
+                                self._root_of[name]
+                            )
         # Holding quota without an admission time: victim search orders them by
         # the clock, so no nomination is reused while there are any.
         self.unstamped: set[str] = set()
@@ -128,8 +140,19 @@ class SchedulerState:
     def changed_tree(self, queue: str) -> None:
         self.tree_versions[self._root_of[queue]] += 1
 
+    def _trees_affected(self, workload: Workload) -> set[str]:
+        """The trees whose heads may fit differently once the workload takes or
+        gives back its quota: its own, and those sharing the nodes it is on."""
+        roots = {self._root_of[workload.cluster_queue]}
+        if self._node_sharers:
+            for flavors in (workload.admission or {}).values():
+                for flavor in flavors.values():
+                    roots |= self._node_sharers.get(flavor, set())
+        return roots
+
     def _hold(self, workload: Workload) -> None:
-        self.changed_tree(workload.cluster_queue)
+        for root in self._trees_affected(workload):
+            self.tree_versions[root] += 1
         if workload.admitted_at is None:
             self.unstamped.add(workload.key)
         usage = workload.usage()
@@ -141,7 +164,12 @@ class SchedulerState:
             place_on_nodes(self.placer, workload)
 
     def _release(self, workload: Workload) -> None:
-        self.changed_tree(workload.cluster_queue)
+        # Kueue queues again the inadmissible workloads of the cohort, and, when
+        # nodes of a topology-aware flavor free up, of every queue using it.
+        affected = self._trees_affected(workload)
+        for root in affected:
+            self.tree_versions[root] += 1
+        self._unpark_requests |= affected
         self.unstamped.discard(workload.key)
         usage = self.usage_of.pop(workload.key, {})
         self.reserved[workload.cluster_queue].pop(workload.key, None)
@@ -152,10 +180,6 @@ class SchedulerState:
         workload.admitted_counts = None
         workload.admitted_at = None
         workload.evicting = False
-        self._request_unpark(workload.cluster_queue)
-
-    def _request_unpark(self, queue: str) -> None:
-        self._unpark_requests.add(self._root_of[queue])
 
     def apply_unpark_requests(self) -> int:
         """Queue again every parked workload in trees where capacity may have
