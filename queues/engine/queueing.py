@@ -44,11 +44,23 @@ class QueueBoard:
     parked work (``parking``), shared by a scheduler's queues so that a cycle
     visits the queues with something queued, not all of them. ``ready`` may
     name a queue whose pop finds nothing (the cycle drops it then);
-    ``parking`` holds every queue with a parked shape or workload."""
+    ``parking`` holds every queue with a parked shape or workload.
 
-    def __init__(self) -> None:
+    ``epochs`` counts, per cohort tree (``root_of``; a queue on its own
+    otherwise), the changes to what its queues hold: a workload queued, taken
+    out or parked, parked work queued again. A head that goes back to where it
+    was (StrictFIFO, or a BestEffortFIFO head Kueue requeues at once) is no
+    change."""
+
+    def __init__(self, root_of: dict[str, str] | None = None) -> None:
         self.ready: set[str] = set()
         self.parking: set[str] = set()
+        self.epochs: dict[str, int] = {}
+        self._root_of = root_of or {}
+
+    def changed(self, queue: str) -> None:
+        root = self._root_of.get(queue, queue)
+        self.epochs[root] = self.epochs.get(root, 0) + 1
 
 
 def order_key(workload: Workload) -> tuple[float, float, str]:
@@ -149,9 +161,11 @@ class PendingQueue:
         """A new or returning pending workload (parked at once if its shape is)."""
         self._take(workload.key)  # its shape may have changed (priority)
         self._enqueue(workload)
+        self.board.changed(self.name)
 
     def remove(self, key: str) -> None:
         self._take(key)
+        self.board.changed(self.name)
         self._known_shapes.pop(key, None)
         if self.sticky == key:
             self.sticky = None
@@ -199,9 +213,11 @@ class PendingQueue:
             # First until admitted or removed, whatever happens to it meanwhile (a
             # later "no longer fits" skip included); another preemptor replaces it.
             self.sticky = workload.key
+            self.board.changed(self.name)
         if self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE:
             self._enqueue(workload)
             return
+        self.board.changed(self.name)
         if reason in ("NoFit", "PreemptionNoCandidates"):
             # Every queued workload of its shape is parked with it.
             self._enqueue(workload)
@@ -216,6 +232,7 @@ class PendingQueue:
         """Something may have freed capacity: every parked workload queues again."""
         moved = len(self._alone)
         self.board.parking.discard(self.name)
+        self.board.changed(self.name)
         for shape in self._parked_shapes:
             head = self._head(shape)
             if head is not None:

@@ -52,6 +52,9 @@ class Scheduler(SchedulerState):
         self._oracle_targets: dict[tuple[str, FlavorResource, int], list[Target]] = {}
         # Each pending head's last nomination, with its tree's version then.
         self._nominations: dict[str, tuple[int, Entry]] = {}
+        # Per cohort tree whose last cycle changed nothing: its signature then
+        # and what that cycle reported for its heads (see _quiet_trees).
+        self._quiet: dict[str, tuple[tuple[int, int], dict[str, Pending]]] = {}
         # False: every head is nominated afresh (what the reuse is checked against).
         self.reuse_nominations = True
         # False: victims release their quota at the end of the cycle that evicted
@@ -103,11 +106,18 @@ class Scheduler(SchedulerState):
         if config is not None and config.block_admission and self.pods_not_ready:
             # Kueue admits nothing more until every admitted workload's pods are ready.
             return result
+        quiet = self._quiet_trees()
+        before: dict[str, tuple[int, int]] = {}
         heads: list[Entry] = []
         for name in sorted(self.board.ready):
+            root = self._root_of[name]
+            if root in quiet:
+                continue
             queue = self.policy.cluster_queues[name]
             if not self._active(queue):
                 continue
+            if root not in before:
+                before[root] = self._signature(root)
             workload = self.queues[name].pop()
             if workload is not None:
                 heads.append(self._nomination(workload, queue))
@@ -123,7 +133,63 @@ class Scheduler(SchedulerState):
             self.tree.remove(queue_name, usage)
         for target in victims.values():
             self._preempt(target, result)
+        self._remember_quiet(before, heads, result)
+        for evaluated in quiet.values():
+            result.evaluated.update(evaluated)
         return result
+
+    def _signature(self, root: str) -> tuple[int, int]:
+        """What a cycle in the tree reads: its quota (and who holds it) and what
+        its queues hold."""
+        return self.tree_versions[root], self.board.epochs.get(root, 0)
+
+    def _skipping_allowed(self) -> bool:
+        # Outside these a quiet tree's next cycle may differ with nothing in it
+        # changed: victims ordered by the clock, LocalQueue usage sampled over
+        # time, and fair sharing's order across trees (which orders what the
+        # cycle reports).
+        return (
+            self.reuse_nominations
+            and not self.unstamped
+            and self.ledger is None
+            and not self.policy.fair_sharing
+        )
+
+    def _quiet_trees(self) -> dict[str, dict[str, Pending]]:
+        """The trees whose last cycle changed nothing there and in which
+        nothing changed since: this cycle would evaluate the same heads to the
+        same answers (a StrictFIFO gang that cannot fit, in every cycle of
+        every event elsewhere), so it reports those answers without asking."""
+        if not self._quiet or not self._skipping_allowed():
+            self._quiet.clear()
+            return {}
+        quiet: dict[str, dict[str, Pending]] = {}
+        for root, (signature, evaluated) in list(self._quiet.items()):
+            if signature == self._signature(root):
+                quiet[root] = evaluated
+            else:
+                del self._quiet[root]
+        return quiet
+
+    def _remember_quiet(
+        self, before: dict[str, tuple[int, int]], heads: list[Entry], result: CycleResult
+    ) -> None:
+        if not self._skipping_allowed():
+            return
+        evaluated: dict[str, dict[str, Pending]] = {root: {} for root in before}
+        for entry in heads:
+            root = self._root_of[entry.queue.name]
+            pending = result.evaluated.get(entry.workload.key)
+            if pending is None or entry.workload.check_states:
+                # Admitted (the tree changed), or its checks may be answered meanwhile.
+                before.pop(root, None)
+            elif root in evaluated:
+                evaluated[root][entry.workload.key] = pending
+        for root, signature in before.items():
+            if signature == self._signature(root):
+                self._quiet[root] = (signature, evaluated[root])
+            else:
+                self._quiet.pop(root, None)
 
     def _nomination(self, workload: Workload, queue: ClusterQueue) -> Entry:
         """The head's entry for this cycle. Nominating reads only its tree's

@@ -44,12 +44,12 @@ class SchedulerState:
         self.usage_of: dict[str, dict[FlavorResource, int]] = {}
         fairness = policy.admission_fair_sharing
         self.ledger = UsageLedger(fairness, now) if fairness is not None else None
-        self.board = QueueBoard()
+        self._root_of = {name: node.root().name for name, node in self.tree.queues.items()}
+        self.board = QueueBoard(self._root_of)
         self.queues = {
             name: PendingQueue(name, queue.queueing_strategy, self._ranking(queue), self.board)
             for name, queue in policy.cluster_queues.items()
         }
-        self._root_of = {name: node.root().name for name, node in self.tree.queues.items()}
         # Per cohort tree, a count of the changes that can change a head's
         # nomination there: quota taken or given back, a victim marked evicting.
         # A head nominated again with its tree's count unchanged gets the same
