@@ -198,6 +198,7 @@ class Simulator:
         self._floor = start if start is not None else 0.0
         arrivals = [max(w.creation_time, self._floor) for w in self._workloads.values()]
         self.start = start if start is not None else min(arrivals, default=0.0)
+        self.now = self.start  # the last event time replayed
         self.until_admitted = until_admitted
         self.horizon = horizon
         self.context = set(context)
@@ -205,6 +206,9 @@ class Simulator:
         span = last + max((w.runtime or 0.0 for w in self._workloads.values()), default=1.0)
         if horizon is not None:
             span = horizon
+        # Where the replay should end (the horizon), or roughly: the last arrival
+        # plus the longest run.
+        self.expected_end = span
         self._progress_done = 0
         self.meter = UsageMeter(
             self.scheduler,
@@ -230,10 +234,12 @@ class Simulator:
         heapq.heappush(self._events, (time, next(self._seq), kind, payload))
 
     def run(self) -> SimulationResult:
-        with _fewer_collections():
-            return self._run()
+        self.begin()
+        self.advance()
+        return self.result()
 
-    def _run(self) -> SimulationResult:
+    def begin(self) -> None:
+        """Every workload's arrival on the clock; ``advance`` then replays."""
         for key, workload in self._workloads.items():
             self.records[key] = WorkloadRecord(
                 key,
@@ -245,41 +251,86 @@ class Simulator:
                 measured=key not in self.context,
             )
             self._push(max(workload.creation_time, self._floor), ARRIVE, workload)
-        now = self.start
+        self.now = self.start
         ledger = self.scheduler.ledger
         if ledger is not None:  # admission fair sharing samples LocalQueue usage
             ledger.last_sample = self.start
             self._push(self.start + ledger.config.sampling_interval, SAMPLE, None)
-        while self._events:
-            if self.horizon is not None and self._events[0][0] >= self.horizon:
-                break  # the window [start, horizon) is over: what happens next is not in it
-            now = self._events[0][0]
-            self._report_time(now)
-            self.meter.sample(now)
-            self.scheduler.now = now  # evictions and backoffs happen at event time
-            while self._events and self._events[0][0] == now:
-                _, _, kind, payload = heapq.heappop(self._events)
-                self._handle(now, kind, payload)
-            self._schedule(now)
-            self.meter.settle(now)
-            if self.until_admitted and self.records[self.until_admitted].first_admitted is not None:
-                break
-            if self.scheduler.has_unpark_requests and self._unpark_due is None:
-                if self.scheduler.has_parked:
-                    self._unpark_due = now + self.requeue_delay
-                    self._push(self._unpark_due, UNPARK, None)
-                else:  # nothing parked, nothing to wait for
-                    self.scheduler.apply_unpark_requests()
+
+    @property
+    def next_time(self) -> float:
+        """When the next event happens (infinity when the replay is over)."""
+        if self.done:
+            return math.inf
+        return self._events[0][0]
+
+    @property
+    def done(self) -> bool:
+        return (
+            not self._events
+            or (self.horizon is not None and self._events[0][0] >= self.horizon)
+            or (
+                self.until_admitted is not None
+                and self.records[self.until_admitted].first_admitted is not None
+            )
+        )
+
+    def advance(self, until: float = math.inf) -> bool:
+        """Replay every event time before ``until`` (the whole replay by
+        default); True once the replay is over. Between two calls nothing
+        changes: usage stays as the last event time left it."""
+        with _fewer_collections():
+            while not self.done and self._events[0][0] < until:
+                self._step()
+        return self.done
+
+    def _step(self) -> None:
+        """One event time: its events, then cycles until stable."""
+        now = self.now = self._events[0][0]
+        self._report_time(now)
+        self.meter.sample(now)
+        self.scheduler.now = now  # evictions and backoffs happen at event time
+        while self._events and self._events[0][0] == now:
+            _, _, kind, payload = heapq.heappop(self._events)
+            self._handle(now, kind, payload)
+        self._schedule(now)
+        self.meter.settle(now)
+        if self.scheduler.has_unpark_requests and self._unpark_due is None:
+            if self.scheduler.has_parked:
+                self._unpark_due = now + self.requeue_delay
+                self._push(self._unpark_due, UNPARK, None)
+            else:  # nothing parked, nothing to wait for
+                self.scheduler.apply_unpark_requests()
+
+    def result(self) -> SimulationResult:
+        """The figures once ``advance`` has replayed to the end."""
+        now = self.now
         if self.horizon is not None:
             now = max(now, self.horizon)  # usage is measured over the whole window
             self._report_time(now)
         self.meter.close(now)
         self.meter.sample(now, force=True)
+        return self._result(now, self.records, self.meter.totals)
+
+    def snapshot(self, at: float) -> SimulationResult:
+        """The figures so far, as if the replay stopped at ``at`` (no earlier
+        than the last event time replayed, before the next one): the workloads
+        that had arrived by then, waits of those not admitted yet counted up to
+        ``at``. Changes nothing: the replay goes on as if never asked. A
+        replay already over answers as of its end."""
+        if self.done:
+            at = self.horizon if self.horizon is not None else self.now
+        arrived = {k: r for k, r in self.records.items() if max(r.created, self._floor) < at}
+        return self._result(at, arrived, self.meter.totals_at(at))
+
+    def _result(
+        self, end: float, records: dict[str, WorkloadRecord], totals: dict[str, QueueTotals]
+    ) -> SimulationResult:
         return SimulationResult(
             start=self.start,
-            end=now,
-            records=self.records,
-            totals=self.meter.totals,
+            end=end,
+            records=records,
+            totals=totals,
             nominal=self.meter.nominal,
             preemptions_by_reason=self.preemptions_by_reason,
             preemptions_by_queue=self.preemptions_by_queue,

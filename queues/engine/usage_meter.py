@@ -139,6 +139,28 @@ class UsageMeter:
                 self._settle_queue(name, tree, now, changed)
             tree.refresh(changed)
 
+    def totals_at(self, now: float) -> dict[str, QueueTotals]:
+        """The totals as ``close(now)`` would leave them, leaving the meter as it
+        is (a replay's figures so far, while it goes on)."""
+        totals: dict[str, QueueTotals] = {}
+        for name, kept in self.totals.items():
+            rates = self._rates[name]
+            tree = self._tree_of[name]
+            dt = max(0.0, now - rates.since)
+            used, borrowed, lent = dict(kept.used), dict(kept.borrowed), dict(kept.lent)
+            for fr, amount in rates.used.items():
+                used[fr] = used.get(fr, 0.0) + amount * dt
+            for fr, over in rates.over.items():
+                borrowed[fr] = borrowed.get(fr, 0.0) + over * dt
+            for fr, idle in rates.idle.items():
+                pool = tree.pools[fr]
+                accrued = pool.accrued + pool.fraction * max(0.0, now - tree.since)
+                share = idle * (accrued - rates.accrued_mark[fr])
+                if idle and share > 0:
+                    lent[fr] = lent.get(fr, 0.0) + share
+            totals[name] = QueueTotals(used, borrowed, lent)
+        return totals
+
     def close(self, now: float) -> None:
         """The run ended at ``now``: every interval is closed."""
         self.scheduler.tree.touched.update(self.scheduler.tree.queues)
