@@ -5,6 +5,7 @@ workloads and what the dashboard's hourly rollups hold for the window."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,12 +13,16 @@ from typing import Any
 from cluster.models import BUCKET_FIELDS, WAIT_BUCKETS, EventType, WaitRollup, WorkloadEvent
 from cluster.rollups import bucket_of, hour_of
 from cluster.stats import quantile
+from queues.engine.lockstep import replay_together
 from queues.engine.metrics import summarize, wait_stats
 from queues.engine.model import Policy
 from queues.engine.simulator import SimulationResult, Simulator
 from queues.engine.simulator import WorkloadRecord as Measured
 from queues.quantity import format_canonical
 from whatif.stream import Stream
+
+# How often a run's figures so far are offered while it replays (wall time).
+SO_FAR_EVERY_SECONDS = 2.0
 
 
 def _clean(value: Any, digits: int = 3) -> Any:
@@ -163,28 +168,12 @@ def _totals(
     }
 
 
-def _replay_both(
-    today: Policy,
-    proposal: Policy,
-    stream: Stream,
-    progress: Callable[[int], None] | None,
-) -> dict[str, tuple[SimulationResult, dict[str, Any]]]:
-    """Each policy's replay of the stream and its summary, by label. ``progress``
-    gets 0..99 percent over both replays, never going back."""
-    runs: dict[str, tuple[SimulationResult, dict[str, Any]]] = {}
-    reported = [0]
-    for step, (label, policy) in enumerate((("today", today), ("proposal", proposal))):
-
-        def report(done: int, total: int, step: int = step) -> None:
-            percent = min(99, (100 * step + 100 * done // max(total, 1)) // 2)
-            if progress is not None and percent > reported[0]:
-                reported[0] = percent
-                progress(percent)
-
-        result = Simulator(
+def _simulators(today: Policy, proposal: Policy, stream: Stream) -> dict[str, Simulator]:
+    """Each policy's replay of the stream, by label, not started."""
+    return {
+        label: Simulator(
             policy,
             stream.build(),
-            progress=report,
             # A window is replayed from its start to its end, whenever work arrived.
             start=0.0 if stream.horizon is not None else None,
             horizon=stream.horizon,
@@ -192,9 +181,9 @@ def _replay_both(
             eviction_delay=stream.eviction_delay,
             check_delays=stream.check_delays,
             requeue_delay=stream.requeue_delay,
-        ).run()
-        runs[label] = (result, summarize(result))
-    return runs
+        )
+        for label, policy in (("today", today), ("proposal", proposal))
+    }
 
 
 def _dashboard_beside_replay(
@@ -218,10 +207,58 @@ def compare(
     proposal: Policy,
     stream: Stream,
     progress: Callable[[int], None] | None = None,
+    so_far: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    every: float = SO_FAR_EVERY_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """Replay the stream under both policies; the figures per ClusterQueue and
-    in total, today's beside the proposal's. ``progress`` gets 0..99 percent."""
-    runs = _replay_both(today, proposal, stream, progress)
+    in total, today's beside the proposal's. The two replays advance together
+    on the simulated clock: ``progress`` gets 0..99 percent, and ``so_far``,
+    every ``every`` seconds or so, the figures of the part replayed so far (the
+    same shape, with ``partial`` saying how far, and nothing recorded beside
+    them)."""
+    simulators = _simulators(today, proposal, stream)
+    reported = [0]
+
+    def report(share: float) -> None:
+        percent = min(99, int(99 * share))
+        if progress is not None and percent > reported[0]:
+            reported[0] = percent
+            progress(percent)
+
+    def partial(at: float) -> None:
+        assert so_far is not None
+        snapshots = {label: s.snapshot(at) for label, s in simulators.items()}
+        runs = {label: (r, summarize(r)) for label, r in snapshots.items()}
+        figures = _assembled(runs, stream, final=False)
+        start = min(s.start for s in simulators.values())
+        expected = max(s.expected_end for s in simulators.values())
+        figures["partial"] = _clean(
+            {
+                "simulated_seconds": at - start,
+                # A window's end is known; a scenario's is the last arrival plus the longest run.
+                "of_seconds": expected - start,
+                "workloads_so_far": runs["today"][1]["workloads"],
+            }
+        )
+        so_far(figures)
+
+    results = replay_together(
+        simulators,
+        progress=report,
+        so_far=partial if so_far is not None else None,
+        every=every,
+        clock=clock,
+    )
+    return _assembled({label: (r, summarize(r)) for label, r in results.items()}, stream)
+
+
+def _assembled(
+    runs: dict[str, tuple[SimulationResult, dict[str, Any]]], stream: Stream, final: bool = True
+) -> dict[str, Any]:
+    """The comparison of two replays' figures; with what the cluster recorded
+    and the dashboard beside them once they are ``final``."""
     resource = runs["today"][0].series["resource"]
     names = sorted(
         set(runs["today"][1]["cluster_queues"]) | set(runs["proposal"][1]["cluster_queues"])
@@ -233,8 +270,13 @@ def compare(
             for name in names
             if name in summary["cluster_queues"]
         }
-    recorded = _recorded(stream.recorded, stream.horizon) if stream.horizon is not None else None
-    dashboard, as_dashboard = _dashboard_beside_replay(stream, runs["today"][0])
+    recorded = (
+        _recorded(stream.recorded, stream.horizon) if final and stream.horizon is not None else None
+    )
+    dashboard, as_dashboard = (
+        _dashboard_beside_replay(stream, runs["today"][0]) if final else ({}, {})
+    )
+    hours = stream.hours if final else None
     queues = [
         {
             "cluster_queue": name,
@@ -243,7 +285,7 @@ def compare(
             "recorded": (recorded["queues"].get(name) if recorded else None),
             "dashboard": (
                 {"recorded": dashboard.get(name), "replayed": as_dashboard.get(name)}
-                if stream.hours is not None
+                if hours is not None
                 else None
             ),
         }
@@ -260,9 +302,7 @@ def compare(
             "queues": queues,
             "totals": totals,
             "recorded": recorded["total"] if recorded else None,
-            "dashboard_hours": [moment.isoformat() for moment in stream.hours]
-            if stream.hours
-            else None,
+            "dashboard_hours": [moment.isoformat() for moment in hours] if hours else None,
             "runtime_sources": stream.runtime_sources,
             "skipped": stream.skipped,
             "notes": stream.notes,

@@ -380,6 +380,18 @@ class ProgressWriter:
         self.written = percent
 
 
+def write_so_far(run_id: int) -> Callable[[dict[str, Any]], None]:
+    """Stores a run's figures so far while it is still running (compare-and-set:
+    a run closed meanwhile keeps its final result)."""
+
+    def write(figures: dict[str, Any]) -> None:
+        WhatIfRun.objects.filter(pk=run_id, state=WhatIfState.RUNNING).update(
+            result=figures, heartbeat_at=timezone.now()
+        )
+
+    return write
+
+
 def prepared_for(run: WhatIfRun) -> Prepared:
     """The run's inputs again, as checked when it was asked for; the window's
     workloads as they are now. Raises PolicyInvalid if they no longer hold."""
@@ -419,7 +431,13 @@ def execute(run_id: int) -> str:
         WhatIfRun.objects.filter(pk=run_id, state=WhatIfState.RUNNING).update(
             workloads=stream.count
         )
-        result = compare(prepared.today, prepared.proposal, stream, ProgressWriter(run_id))
+        result = compare(
+            prepared.today,
+            prepared.proposal,
+            stream,
+            ProgressWriter(run_id),
+            so_far=write_so_far(run_id),
+        )
         if not prepared.proposal.fair_sharing and any(
             c.get("field") == "fair_sharing_weight" for c in run.changes
         ):

@@ -78,3 +78,9 @@ def get(mapping: dict[str, object], key: str) -> object:
 def hours(seconds: float | None) -> str:
     """GPU-seconds as GPU-hours, two decimals."""
     return "—" if seconds is None else f"{float(seconds) / 3600:.2f}"
+
+
+@register.filter
+def count(value: int | None) -> str:
+    """A count with thousands separated: 12,345."""
+    return "—" if value is None else f"{int(value):,}"

@@ -280,7 +280,7 @@ def _preemption_chart(shown: list[dict[str, Any]]) -> charts.Chart:
 
 
 def comparison(run: WhatIfRun) -> dict[str, Any]:
-    """The side-by-side of a finished run: totals, a table per ClusterQueue
+    """The side-by-side of a run (finished, or its figures so far): totals, a table per ClusterQueue
     that had workloads (or was changed), and charts of p95 wait and preemptions."""
     result = run.result or {}
     resource = str(result.get("resource") or "nvidia.com/gpu")
@@ -291,7 +291,8 @@ def comparison(run: WhatIfRun) -> dict[str, Any]:
         (q for q in queues if _busy(q, changed)),
         key=lambda q: (q["cluster_queue"] not in changed, -_p95_shift(q), q["cluster_queue"]),
     )
-    return {
+    partial = result.get("partial") if run.state == WhatIfState.RUNNING else None
+    compared = {
         "resource": resource,
         "totals": metric_rows(totals.get("today"), totals.get("proposal"), resource),
         "totals_starved": starved_text(totals.get("today"), totals.get("proposal")),
@@ -314,7 +315,22 @@ def comparison(run: WhatIfRun) -> dict[str, Any]:
         "preemption_chart": _preemption_chart(shown),
         "notes": result.get("notes") or [],
         "runtime_sources": result.get("runtime_sources") or {},
+        "partial": partial,
     }
+    return so_far_wording(compared) if partial else compared
+
+
+def so_far_wording(compared: dict[str, Any]) -> dict[str, Any]:
+    """Figures so far: a workload not admitted yet may still be, so nothing is
+    "never admitted" and nothing starved yet."""
+    for rows in [compared["totals"], *(q["rows"] for q in compared["queues"])]:
+        for row in rows:
+            for key in ("label", "change"):
+                row[key] = row[key].replace("never admitted", "not admitted yet")
+    compared["totals_starved"] = ""
+    for queue in compared["queues"]:
+        queue["starved"] = ""
+    return compared
 
 
 def _blank_rows(count: int) -> list[dict[str, str]]:
@@ -451,7 +467,10 @@ def whatif_run(request: HttpRequest, run_id: int) -> HttpResponse:
         "elapsed": (run.finished_at - run.started_at).total_seconds()
         if run.finished_at and run.started_at
         else None,
-        "compared": comparison(run) if run.state == WhatIfState.SUCCEEDED else None,
+        # While it runs, the figures so far (the run writes them every few seconds).
+        "compared": comparison(run)
+        if run.result and run.state in (WhatIfState.RUNNING, WhatIfState.SUCCEEDED)
+        else None,
     }
     # Polls itself until the run is done; the result then stays as it is.
     return page(

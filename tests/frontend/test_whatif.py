@@ -7,6 +7,7 @@ This module is also the test URLconf: the site's URLs plus the what-if pages."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.jobs.conftest import GPU, Org, org
 from tests.whatif.test_whatif_task import SCENARIO, congested, raise_research
 from whatif import service as whatif
 from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
+from whatif.runs import write_so_far
 
 __all__ = ["congested", "org"]
 HOUR = 3600
@@ -367,3 +369,52 @@ def test_a_window_without_a_whole_hour_says_why_the_dashboard_is_not_beside_it(o
     assert "The window holds no whole hour" in card
     assert "<th>Dashboard</th>" not in card and 'data-side="dashboard"' not in card
     assert 'data-side="recorded">p50 2 min 30 s · p95 10 min · 0 never admitted<' in card
+
+
+def test_a_running_run_shows_its_figures_so_far_refined_until_the_answer(
+    org: Org, congested: dict[str, datetime], django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks():
+        run = whatif.create_run(
+            org.users["admin"],
+            source="window",
+            window_start=congested["start"],
+            changes=raise_research(),
+        )
+    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.RUNNING)
+    prepared = whatif.prepared_for(run)
+    admin = browser(org, "admin")
+    write = write_so_far(run.pk)
+    pages: list[tuple[float, str]] = []
+
+    def so_far(figures: dict[str, Any]) -> None:
+        write(figures)  # as the task does
+        page = html(admin.get(f"/whatif/{run.pk}/"))
+        pages.append((figures["partial"]["simulated_seconds"], page))
+
+    ticks = itertools.count()  # a wall clock a second on at every look: every slice is read
+    final = whatif.compare(
+        prepared.today,
+        prepared.proposal,
+        prepared.stream(),
+        so_far=so_far,
+        every=0.0,
+        clock=lambda: float(next(ticks)),
+    )
+    hours = [h for h, _ in pages]  # simulated seconds, in fact
+    assert len(hours) >= 2 and hours == sorted(hours) and hours[0] < hours[-1]
+    first = pages[0][1]
+    assert 'id="whatif-so-far"' in first and "So far, not the answer yet" in first
+    assert f"replayed through the first {duration(hours[0])} of 3 h" in first
+    assert ">not admitted yet<" in first and "never admitted<" not in first
+    assert 'id="whatif-totals"' in first and 'data-queue="research"' in first
+    assert 'data-metric="p95_wait"' in first and "data-live-page" in first  # it keeps polling
+    assert 'id="whatif-fidelity"' not in first  # the recorded waits wait for the end
+    # Reading as it goes changes no figure of the answer.
+    assert final == whatif.compare(prepared.today, prepared.proposal, prepared.stream())
+    assert "partial" not in final
+    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.SUCCEEDED, result=final)
+    write({"partial": {"simulated_seconds": 1.0}})  # a late write: the run is closed
+    assert WhatIfRun.objects.get(pk=run.pk).result == final
+    done = html(admin.get(f"/whatif/{run.pk}/"))
+    assert 'id="whatif-so-far"' not in done and "data-live-page" not in done

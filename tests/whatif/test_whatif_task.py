@@ -326,7 +326,7 @@ def test_progress_is_written_at_most_every_half_second_while_running(
     assert WhatIfRun.objects.get(pk=run.pk).progress == 30
 
 
-def test_progress_climbs_through_both_runs_to_100(
+def test_progress_climbs_as_both_replays_go_to_99(
     org: Org, congested: dict[str, datetime], django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks():
@@ -339,8 +339,9 @@ def test_progress_climbs_through_both_runs_to_100(
     prepared = whatif.prepared_for(run)
     reported: list[int] = []
     whatif.compare(prepared.today, prepared.proposal, prepared.stream(), reported.append)
+    # The two replays advance side by side: the share both have done, never back.
     assert reported == sorted(reported) and 0 < reported[0] < 50 and reported[-1] == 99
-    assert any(p >= 50 for p in reported)  # the second run reports from half-way on
+    assert len(set(reported)) == len(reported) >= 5
 
 
 # ------------------------------------------------------------- a real worker
