@@ -49,7 +49,10 @@ admissions per second, resident memory after each phase and at its peak
 wait and preemptions suffered. ``--tracemalloc`` (slow) also prints what holds
 the memory at the end of the replay. ``--profile FILE`` runs the replay (not the
 generation) under cProfile, saves the stats to FILE and prints the top 25
-functions by tottime and by cumtime. Progress goes to stdout as it runs.
+functions by tottime and by cumtime. ``--so-far SECONDS`` replays as a what-if
+run does for its page: every SECONDS or so (never more often than four times
+what the last reading took) it prints the figures so far and what reading
+them cost. Progress goes to stdout as it runs.
 Pure engine: no Django, no database. Prints figures; asserts nothing.
 """
 
@@ -83,7 +86,8 @@ from queues.demo_org import (  # noqa: E402
     SPOT_TAINT,
 )
 from queues.engine.generate import Runtime  # noqa: E402
-from queues.engine.metrics import percentile  # noqa: E402
+from queues.engine.lockstep import replay_together  # noqa: E402
+from queues.engine.metrics import percentile, summarize  # noqa: E402
 from queues.engine.model import PodSet, Policy, Toleration, Workload  # noqa: E402
 from queues.engine.scenario import parse  # noqa: E402
 from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
@@ -330,6 +334,42 @@ class Progress:
             raise SystemExit(f"stopped: resident memory {rss:,.0f} MiB is past the cap")
 
 
+class SoFar:
+    """Prints the figures of the part replayed so far, as the what-if page gets
+    them (``summarize`` of a snapshot: waits censored where the replay is), and
+    what reading them took."""
+
+    def __init__(self, simulator: Simulator, started: float) -> None:
+        self.simulator = simulator
+        self.started = started
+        self.readings = 0
+        self.cost = 0.0
+
+    def __call__(self, at: float) -> None:
+        began = time.perf_counter()
+        summary = summarize(self.simulator.snapshot(at))
+        took = time.perf_counter() - began
+        self.readings += 1
+        self.cost += took
+        waits = "  ".join(
+            f"{name} p95 {_censored(figures['time_to_admission'], 'p95')}"
+            for name, figures in summary["classes"].items()
+        )
+        print(
+            f"  so far at {began - self.started:6.1f} s: sim day {at / DAY:5.1f}, "
+            f"{summary['workloads']:,} arrived, {summary['admissions']:,} admissions; {waits}; "
+            f"read in {took:.2f} s ({self.readings} readings, {self.cost:.1f} s in all)",
+            flush=True,
+        )
+
+
+def _censored(stats: dict[str, Any], key: str) -> str:
+    value = stats.get(key)
+    if value is None:
+        return "-"
+    return f"{'>=' if key in stats.get('at_least', []) else ''}{value:.0f}s"
+
+
 def class_figures(result: SimulationResult) -> list[tuple[str, int, int, float, float, float, int]]:
     waits: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
@@ -379,6 +419,12 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="cProfile the replay, stats to FILE")
     parser.add_argument("--tracemalloc", action="store_true", help="what holds memory (slow)")
     parser.add_argument("--max-rss-gib", type=float, default=8.0)
+    parser.add_argument(
+        "--so-far",
+        type=float,
+        metavar="SECONDS",
+        help="print the figures so far about every SECONDS, as a what-if run stores them",
+    )
     args = parser.parse_args()
     if args.tracemalloc:
         tracemalloc.start()
@@ -435,7 +481,14 @@ def main() -> int:
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
-    result = simulator.run()
+    if args.so_far:
+        result = replay_together(
+            {"replay": simulator},
+            so_far=SoFar(simulator, replay_started),
+            every=args.so_far,
+        )["replay"]
+    else:
+        result = simulator.run()
     if profiler is not None:
         profiler.disable()
     finished = time.perf_counter()
