@@ -1,0 +1,87 @@
+"""A what-if run's page in headless Chromium while the run replays: it shows
+the figures so far as a first answer, marked so, refines them live as the
+run stores later ones, and shows the answer once the run is done."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from queues.display import duration
+from tests.browser.conftest import login, screenshot
+from tests.jobs.conftest import Org, org
+from tests.whatif.test_whatif_task import congested, raise_research
+from whatif import service as whatif
+from whatif.models import WhatIfRun, WhatIfState
+from whatif.runs import write_so_far
+
+pytestmark = pytest.mark.browser
+__all__ = ["congested", "org"]
+
+RAW_FLOAT = re.compile(r"\d+\.\d{2,}")
+
+
+def test_a_running_run_shows_its_figures_so_far_then_the_answer(
+    page: Page,
+    base_url: str,
+    org: Org,
+    congested: dict[str, datetime],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    with django_capture_on_commit_callbacks():
+        run = whatif.create_run(
+            org.users["admin"],
+            source="window",
+            window_start=congested["start"],
+            changes=raise_research(),
+        )
+    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.RUNNING, progress=10)
+    prepared = whatif.prepared_for(run)
+    readings: list[dict[str, Any]] = []
+    ticks = iter(range(1_000_000))
+    final = whatif.compare(
+        prepared.today,
+        prepared.proposal,
+        prepared.stream(),
+        so_far=readings.append,
+        every=0.0,
+        clock=lambda: float(next(ticks)),
+    )
+    assert len(readings) >= 2
+    write = write_so_far(run.pk)
+    write(readings[0])
+
+    login(page, "root", "root-password")
+    page.goto(f"/whatif/{run.pk}/")
+    banner = page.locator("#whatif-so-far")
+    expect(banner).to_contain_text("So far, not the answer yet")
+    expect(banner).to_contain_text("of 3 h")
+    totals = page.locator("#whatif-totals")
+    expect(totals.locator('tr[data-metric="never_admitted"] td').first).to_have_text(
+        "not admitted yet"
+    )
+    text = page.locator("main").inner_text()
+    assert not RAW_FLOAT.search(text), RAW_FLOAT.findall(text)
+    screenshot(page, "whatif-so-far")
+
+    # A later reading reaches the open page without a reload.
+    later = readings[-1]
+    write(later)
+    assert later["partial"]["simulated_seconds"] > readings[0]["partial"]["simulated_seconds"]
+    expect(banner).to_contain_text(
+        f"through the first {duration(later['partial']['simulated_seconds'])} of 3 h",
+        timeout=8000,
+    )
+
+    WhatIfRun.objects.filter(pk=run.pk).update(
+        state=WhatIfState.SUCCEEDED, result=final, progress=100
+    )
+    expect(page.locator("[data-state]")).to_have_text("succeeded", timeout=8000)
+    expect(page.locator("#whatif-so-far")).to_have_count(0)
+    expect(totals.locator('tr[data-metric="never_admitted"] td').first).to_have_text(
+        "never admitted"
+    )
