@@ -93,14 +93,16 @@ class Scheduler(SchedulerState):
 
         return FlavorAssigner(self.policy, queue, node, oracle, self.placer).assign(workload)
 
-    def cycle(self, now: float | None = None) -> CycleResult:
-        """One scheduling cycle."""
+    def cycle(self, now: float | None = None, groups: set[str] | None = None) -> CycleResult:
+        """One scheduling cycle; with ``groups``, one in each of those
+        independent groups (``queues.engine.groups``) at once, counted as
+        one cycle each, and nothing anywhere else."""
         if now is not None:
             self.now = now
-        self.cycles += 1
+        self.cycles += 1 if groups is None else len(groups)
         self.apply_stop_policies()
         if self.backing_off:
-            self.release_backoffs()
+            self.release_backoffs(groups)
         result = CycleResult()
         config = self.policy.wait_for_pods_ready
         if config is not None and config.block_admission and self.pods_not_ready:
@@ -111,7 +113,7 @@ class Scheduler(SchedulerState):
         heads: list[Entry] = []
         for name in sorted(self.board.ready):
             root = self._root_of[name]
-            if root in quiet:
+            if root in quiet or (groups is not None and self.group_of[name] not in groups):
                 continue
             queue = self.policy.cluster_queues[name]
             if not self._active(queue):
@@ -134,8 +136,9 @@ class Scheduler(SchedulerState):
         for target in victims.values():
             self._preempt(target, result)
         self._remember_quiet(before, heads, result)
-        for evaluated in quiet.values():
-            result.evaluated.update(evaluated)
+        for root, evaluated in quiet.items():
+            if groups is None or self.group_of_root[root] in groups:
+                result.evaluated.update(evaluated)
         return result
 
     def _signature(self, root: str) -> tuple[int, int]:

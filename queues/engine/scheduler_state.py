@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from queues.engine.admission_fairness import UsageLedger, local_queue_of
+from queues.engine.groups import independent_groups
 from queues.engine.model import (
     CheckState,
     ClusterQueue,
@@ -45,6 +46,14 @@ class SchedulerState:
         fairness = policy.admission_fair_sharing
         self.ledger = UsageLedger(fairness, now) if fairness is not None else None
         self._root_of = {name: node.root().name for name, node in self.tree.queues.items()}
+        # The independent group of each queue and of each root (queues.engine.groups).
+        self.group_of = independent_groups(policy, self.tree)
+        self.group_of_root = {self._root_of[name]: g for name, g in self.group_of.items()}
+        self.queues_in: dict[str, int] = {}
+        for group in self.group_of.values():
+            self.queues_in[group] = self.queues_in.get(group, 0) + 1
+        # Workloads the scheduler holds (pending or holding quota), per group.
+        self.workloads_in = dict.fromkeys(self.queues_in, 0)
         self.board = QueueBoard(self._root_of)
         self.queues = {
             name: PendingQueue(name, queue.queueing_strategy, self._ranking(queue), self.board)
@@ -61,8 +70,8 @@ class SchedulerState:
         self._node_sharers: dict[str, set[str]] = {}
         if self.placer is not None:
             for name, queue in policy.cluster_queues.items():
-                for group in queue.resource_groups:
-                    for flavor in group.flavors:
+                for resources in queue.resource_groups:
+                    for flavor in resources.flavors:
                         if self.placer.handles(flavor.flavor):
                             self._node_sharers.setdefault(flavor.flavor, set()).add(
                                 self._root_of[name]
@@ -102,6 +111,7 @@ class SchedulerState:
         if workload.key in self.workloads:
             raise ValueError(f"workload {workload.key} already exists")
         self.workloads[workload.key] = workload
+        self.workloads_in[self.group_of[workload.cluster_queue]] += 1
         if workload.admission is not None:
             self._hold(workload)
             if not workload.check_states:
@@ -128,9 +138,14 @@ class SchedulerState:
         self.queues[workload.cluster_queue].push(workload)
         return True
 
-    def release_backoffs(self) -> int:
-        """Queue the workloads whose requeue time has come."""
-        due = [w for w in self.backing_off.values() if (w.requeue_at or 0.0) <= self.now]
+    def release_backoffs(self, groups: set[str] | None = None) -> int:
+        """Queue the workloads whose requeue time has come (in ``groups``)."""
+        due = [
+            w
+            for w in self.backing_off.values()
+            if (w.requeue_at or 0.0) <= self.now
+            and (groups is None or self.group_of[w.cluster_queue] in groups)
+        ]
         for workload in due:
             del self.backing_off[workload.key]
             self.queues[workload.cluster_queue].push(workload)
@@ -181,28 +196,45 @@ class SchedulerState:
         workload.admitted_at = None
         workload.evicting = False
 
-    def apply_unpark_requests(self) -> int:
+    def apply_unpark_requests(self, groups: set[str] | None = None) -> int:
         """Queue again every parked workload in trees where capacity may have
-        been freed (Kueue does this about a second after the event)."""
+        been freed (Kueue does this about a second after the event); only in
+        ``groups`` when given."""
         moved = 0
-        roots, self._unpark_requests = self._unpark_requests, set()
+        if groups is None:
+            roots, self._unpark_requests = self._unpark_requests, set()
+        else:
+            roots = {r for r in self._unpark_requests if self.group_of_root[r] in groups}
+            self._unpark_requests -= roots
         for name in sorted(self.board.parking):
             if self._root_of[name] in roots:
                 moved += self.queues[name].unpark()
         return moved
 
+    def has_parked_in(self, group: str | None = None) -> bool:
+        """Any workload parked (in the group)."""
+        return any(
+            self.queues[name].has_parked
+            for name in self.board.parking
+            if group is None or self.group_of[name] == group
+        )
+
     @property
     def has_parked(self) -> bool:
         """Any workload parked anywhere."""
-        return any(self.queues[name].has_parked for name in self.board.parking)
+        return self.has_parked_in()
 
     @property
     def has_unpark_requests(self) -> bool:
         return bool(self._unpark_requests)
 
+    def groups_asking_to_unpark(self) -> set[str]:
+        return {self.group_of_root[root] for root in self._unpark_requests}
+
     def finish(self, key: str) -> Workload:
         """The workload's job ended: it releases its quota and leaves."""
         workload = self.workloads.pop(key)
+        self.workloads_in[self.group_of[workload.cluster_queue]] -= 1
         if workload.admission is not None:
             self._release(workload)
         self.queues[workload.cluster_queue].remove(key)

@@ -32,12 +32,14 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from queues.engine.model import CheckState, FlavorResource, Policy, Workload
+from queues.engine.model import CheckState, Policy, Workload
+from queues.engine.replay_records import SimulationResult, WorkloadRecord, gpu_count
 from queues.engine.scheduler import CycleResult, Scheduler
 from queues.engine.usage_meter import QueueTotals, UsageMeter
+
+__all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count"]
 
 
 @contextlib.contextmanager
@@ -85,71 +87,11 @@ def _fewer_collections() -> Iterator[None]:
 RETRY_FLOOR = 1.0
 
 
-@dataclass
-class WorkloadRecord:
-    key: str
-    cluster_queue: str
-    workload_class: str
-    priority: int
-    created: float
-    gpus: int
-    first_admitted: float | None = None
-    finished: float | None = None
-    preemptions: int = 0
-    preemptions_by_reason: dict[str, int] = field(default_factory=dict)
-    lost_seconds: float = 0.0  # of runtime redone after preemptions
-    lost_gpu_seconds: float = 0.0
-    # False for context: work already there when the clock started, not measured.
-    measured: bool = True
-    # When it was deactivated for running past its maximum execution time.
-    timed_out: float | None = None
-    # waitForPodsReady: times its pods were not ready in time, and when it was
-    # deactivated for exceeding the requeue limit.
-    pods_ready_timeouts: int = 0
-    requeue_limit_exceeded: float | None = None
-
-    @property
-    def wait(self) -> float | None:
-        if self.first_admitted is None:
-            return None
-        return max(0.0, self.first_admitted - max(self.created, 0.0))
-
-    def censored_wait(self, end: float) -> tuple[float, bool]:
-        """(wait, censored): the time to admission, or, for a workload never
-        admitted by ``end``, the time it had waited by then (a lower bound:
-        right-censored)."""
-        if self.first_admitted is not None and self.first_admitted <= end:
-            return max(0.0, self.first_admitted - max(self.created, 0.0)), False
-        return max(0.0, end - max(self.created, 0.0)), True
-
-
-@dataclass
-class SimulationResult:
-    start: float
-    end: float
-    records: dict[str, WorkloadRecord]
-    totals: dict[str, QueueTotals]
-    nominal: dict[str, dict[FlavorResource, int]]
-    preemptions_by_reason: dict[str, int]
-    preemptions_by_queue: dict[str, dict[str, int]]
-    series: dict[str, Any]
-    cycles: int
-    admissions: int
-    livelocks: int = 0
-    # Where the clock was stopped (a what-if's window end), if it was.
-    horizon: float | None = None
-    # Every admission, re-admissions after an eviction included: (ClusterQueue,
-    # when, wait since the workload was queued or requeued), as Berth's
-    # dashboard counts them.
-    admission_log: list[tuple[str, float, float]] = field(default_factory=list)
-
-    @property
-    def elapsed(self) -> float:
-        return max(self.end - self.start, 1e-9)
-
-
-def gpu_count(workload: Workload) -> int:
-    return sum(p.count * p.requests.get("nvidia.com/gpu", 0) for p in workload.pod_sets)
+def longest_run(workloads: Iterable[Workload]) -> float:
+    """The longest finite run time (one that runs for ever sets no end)."""
+    return max(
+        (w.runtime or 0.0 for w in workloads if math.isfinite(w.runtime or 0.0)), default=1.0
+    )
 
 
 class Simulator:
@@ -168,7 +110,12 @@ class Simulator:
         horizon: float | None = None,
         context: Iterable[str] = (),
         check_delays: Mapping[str, float] | None = None,
+        sample_every: float | None = None,
+        main_resource: str | None = None,
     ) -> None:
+        """``sample_every`` and ``main_resource`` default to what the stream
+        asks for; a replay split into groups (``queues.engine.split``) gives
+        every group the whole stream's, with its ``start``."""
         self.policy = policy
         self.scheduler = Scheduler(policy, now=0.0)
         # A preempted job takes time to stop (SIGTERM, checkpoint, exit); its
@@ -185,7 +132,8 @@ class Simulator:
         self._run_started: dict[str, float] = {}
         self._requeued: dict[str, float] = {}  # key -> when it was last evicted
         self.admission_log: list[tuple[str, float, float]] = []
-        self._unpark_due: float | None = None
+        # Per independent group: when its parked workloads queue again.
+        self._unpark_due: dict[str, float] = {}
         self.records: dict[str, WorkloadRecord] = {}
         self._workloads: dict[str, Workload] = {}
         self._classes: dict[str, str] = {}
@@ -203,7 +151,7 @@ class Simulator:
         self.horizon = horizon
         self.context = set(context)
         last = max(arrivals, default=0.0)
-        span = last + max((w.runtime or 0.0 for w in self._workloads.values()), default=1.0)
+        span = last + longest_run(self._workloads.values())
         if horizon is not None:
             span = horizon
         # Where the replay should end (the horizon), or roughly: the last arrival
@@ -213,11 +161,12 @@ class Simulator:
         self.meter = UsageMeter(
             self.scheduler,
             self.start,
-            sample_every=max((span - self.start) / max(samples, 1), 1e-3),
+            sample_every=sample_every
+            if sample_every is not None
+            else max((span - self.start) / max(samples, 1), 1e-3),
             # Charts follow GPUs when the stream asks for any, else CPU cores.
-            main_resource=(
-                "nvidia.com/gpu" if any(gpu_count(w) for w in self._workloads.values()) else "cpu"
-            ),
+            main_resource=main_resource
+            or ("nvidia.com/gpu" if any(gpu_count(w) for w in self._workloads.values()) else "cpu"),
         )
         self.preemptions_by_reason: dict[str, int] = {}
         self.preemptions_by_queue: dict[str, dict[str, int]] = {
@@ -226,7 +175,8 @@ class Simulator:
         self.admissions = 0
         self.finished = 0
         self.livelocks = 0
-        self._retry_backoff = requeue_delay or RETRY_FLOOR
+        self._retry_backoff: dict[str, float] = {}
+        self._groups = sorted(set(self.scheduler.group_of.values()))
 
     # ---------------------------------------------------------------- events
 
@@ -234,9 +184,13 @@ class Simulator:
         heapq.heappush(self._events, (time, next(self._seq), kind, payload))
 
     def run(self) -> SimulationResult:
+        self.run_to_end()
+        return self.result()
+
+    def run_to_end(self) -> None:
+        """Every event, without the figures yet (``result`` gives them)."""
         self.begin()
         self.advance()
-        return self.result()
 
     def begin(self) -> None:
         """Every workload's arrival on the clock; ``advance`` then replays."""
@@ -290,26 +244,53 @@ class Simulator:
         self._report_time(now)
         self.meter.sample(now)
         self.scheduler.now = now  # evictions and backoffs happen at event time
+        touched: set[str] = set()
         while self._events and self._events[0][0] == now:
             _, _, kind, payload = heapq.heappop(self._events)
+            touched |= self._group_of_event(kind, payload)
             self._handle(now, kind, payload)
-        self._schedule(now)
+        self._schedule(now, touched)
         self.meter.settle(now)
-        if self.scheduler.has_unpark_requests and self._unpark_due is None:
-            if self.scheduler.has_parked:
-                self._unpark_due = now + self.requeue_delay
-                self._push(self._unpark_due, UNPARK, None)
+        for group in sorted(self.scheduler.groups_asking_to_unpark()):
+            if group in self._unpark_due:
+                continue  # capacity freed again joins the batch already due
+            if self.scheduler.has_parked_in(group):
+                self._unpark_due[group] = now + self.requeue_delay
+                self._push(self._unpark_due[group], UNPARK, group)
             else:  # nothing parked, nothing to wait for
-                self.scheduler.apply_unpark_requests()
+                self.scheduler.apply_unpark_requests({group})
 
-    def result(self) -> SimulationResult:
-        """The figures once ``advance`` has replayed to the end."""
+    def _group_of_event(self, kind: str, payload: Any) -> set[str]:
+        """The independent groups an event happens in: a group's cycles run
+        only after something happened there (what it would see on its own)."""
+        if kind == SAMPLE:
+            return set(self._groups)
+        if kind in (UNPARK, RETRY, REQUEUE):
+            return {payload}
+        if kind == ARRIVE:
+            queue = payload.cluster_queue
+        else:
+            key = payload[0] if isinstance(payload, tuple) else payload
+            queue = self.records[key].cluster_queue
+        return {self.scheduler.group_of[queue]}
+
+    def result(self, end: float | None = None) -> SimulationResult:
+        """The figures once ``advance`` has replayed to the end; measured up to
+        ``end`` when given (a group of a split replay, up to where the whole
+        replay ended)."""
         now = self.now
         if self.horizon is not None:
             now = max(now, self.horizon)  # usage is measured over the whole window
             self._report_time(now)
+        if end is not None:
+            now = max(now, end)
         self.meter.close(now)
         self.meter.sample(now, force=True)
+        # Admissions at one time in the order their groups are named, each
+        # group's in the order it made them: what its replay on its own gives.
+        rank = {group: i for i, group in enumerate(self._groups)}
+        group_of = self.scheduler.group_of
+        self.admission_log.sort(key=lambda entry: (entry[1], rank[group_of[entry[0]]]))
         return self._result(now, self.records, self.meter.totals)
 
     def snapshot(self, at: float) -> SimulationResult:
@@ -368,7 +349,8 @@ class Simulator:
             workload: Workload = payload
             self.scheduler.add(workload)
             if workload.key in self.scheduler.backing_off:
-                self._push(workload.requeue_at or now, REQUEUE, None)
+                group = self.scheduler.group_of[workload.cluster_queue]
+                self._push(workload.requeue_at or now, REQUEUE, group)
             if workload.admission is not None:  # a snapshot: already running
                 if workload.admitted_at is not None:
                     ran = max(0.0, now - workload.admitted_at)
@@ -413,7 +395,9 @@ class Simulator:
                 record.requeue_limit_exceeded = now
             else:
                 self._requeued[key] = now
-                self._push(self.scheduler.workloads[key].requeue_at or now, REQUEUE, None)
+                workload = self.scheduler.workloads[key]
+                group = self.scheduler.group_of[workload.cluster_queue]
+                self._push(workload.requeue_at or now, REQUEUE, group)
         elif kind == REQUEUE:
             pass  # the cycle that follows queues what is due
         elif kind == SAMPLE:
@@ -422,8 +406,8 @@ class Simulator:
             if ledger is not None and self._events:  # only while something else will happen
                 self._push(now + ledger.config.sampling_interval, SAMPLE, None)
         elif kind == UNPARK:
-            self._unpark_due = None
-            self.scheduler.apply_unpark_requests()
+            del self._unpark_due[payload]
+            self.scheduler.apply_unpark_requests({payload})
         elif kind == RELEASE:
             victim = self.scheduler.workloads.get(payload)
             if victim is not None and victim.evicting:
@@ -437,46 +421,77 @@ class Simulator:
                 self._admitted(checked.key, now)
                 self._started(checked, now)
 
-    def _schedule(self, now: float) -> None:
+    def _schedule(self, now: float, touched: set[str]) -> None:
         """Cycle until stable, as Kueue's scheduler loop (and ``run_cycles``)
         does: a cycle that admits nothing but found heads it had not evaluated
         yet (a BestEffortFIFO head it parked leaves the next one to the next
         cycle) is followed by another; stable is a cycle that changes nothing
         and evaluates no new head, with the same outcome.
 
+        Each independent group (``queues.engine.groups``) something happened in
+        cycles until it is stable itself; the others, stable since their last
+        event, are left alone. A group's cycles are what they would be were it
+        replayed on its own, which is what lets a replay be split.
+
         A policy can make workloads preempt each other round and round (a
         StrictFIFO victim older than its queue's own preemptor takes the freed
         quota back, say); Kueue would churn, cycle after cycle. Past a bound of
-        changing cycles the simulator counts a livelock and retries later,
-        backing off, so time moves on."""
-        limit = 4 * len(self.scheduler.queues) + 50
-        changes = 0
-        seen: dict[str, object] = {}
+        changing cycles the group counts a livelock and retries later, backing
+        off, so time moves on."""
         at_once = self.requeue_delay <= 0
+        active = set(touched)
+        limit = {g: 4 * self.scheduler.queues_in[g] + 50 for g in active}
         # Each quiet cycle evaluates some head for the first time: bounded.
-        for _ in range(limit + len(self.scheduler.workloads) + 1):
+        rounds = {g: limit[g] + self.scheduler.workloads_in[g] + 1 for g in active}
+        changes = dict.fromkeys(active, 0)
+        seen: dict[str, dict[str, object]] = {g: {} for g in active}
+        while active:
             if at_once:  # parked workloads are candidates again in the very next cycle
-                self.scheduler.apply_unpark_requests()
-            result = self.scheduler.cycle(now)
+                self.scheduler.apply_unpark_requests(active)
+            result = self.scheduler.cycle(now, active)
             self._apply(result, now)
-            if result.changed:
-                changes += 1
-                seen = {}
-                if changes >= limit:
-                    break
-                continue
-            if at_once and self.scheduler.has_unpark_requests:
-                continue
-            if all(seen.get(key) == pending for key, pending in result.evaluated.items()):
-                self._retry_backoff = self.requeue_delay or RETRY_FLOOR
-                return
-            seen.update(result.evaluated)
-        else:
-            self._retry_backoff = self.requeue_delay or RETRY_FLOOR
-            return
+            changed, evaluated = self._by_group(result)
+            asking = self.scheduler.groups_asking_to_unpark() if at_once else set()
+            for group in sorted(active):
+                rounds[group] -= 1
+                if group in changed:
+                    changes[group] += 1
+                    seen[group] = {}
+                    if changes[group] >= limit[group]:
+                        self._livelock(group, now)
+                        active.discard(group)
+                        continue
+                elif group in asking:
+                    pass
+                else:
+                    outcome = evaluated.get(group, {})
+                    if all(seen[group].get(key) == pending for key, pending in outcome.items()):
+                        self._retry_backoff.pop(group, None)
+                        active.discard(group)
+                        continue
+                    seen[group].update(outcome)
+                if not rounds[group]:
+                    self._retry_backoff.pop(group, None)
+                    active.discard(group)
+
+    def _livelock(self, group: str, now: float) -> None:
         self.livelocks += 1
-        self._push(now + self._retry_backoff, RETRY, None)
-        self._retry_backoff = min(self._retry_backoff * 2, 600.0)
+        backoff = self._retry_backoff.get(group, self.requeue_delay or RETRY_FLOOR)
+        self._push(now + backoff, RETRY, group)
+        self._retry_backoff[group] = min(backoff * 2, 600.0)
+
+    def _by_group(self, result: CycleResult) -> tuple[set[str], dict[str, dict[str, Any]]]:
+        """The groups a cycle changed something in, and what it said of each
+        group's heads."""
+        group_of = self.scheduler.group_of
+        records = self.records
+        changed = {group_of[records[key].cluster_queue] for key in result.admitted}
+        changed |= {group_of[records[key].cluster_queue] for key in result.reserved}
+        changed |= {group_of[p.cluster_queue] for p in result.preempted}
+        evaluated: dict[str, dict[str, Any]] = {}
+        for key, pending in result.evaluated.items():
+            evaluated.setdefault(group_of[records[key].cluster_queue], {})[key] = pending
+        return changed, evaluated
 
     def _apply(self, result: CycleResult, now: float) -> None:
         for key in result.admitted:

@@ -100,7 +100,8 @@ class UsageMeter:
         self.scheduler = scheduler
         self.main_resource = main_resource
         self._sample_every = sample_every
-        self._next_sample = start
+        self._start = start
+        self._samples_taken = 0
         self.series: dict[str, Any] = {
             "t": [],
             "resource": main_resource,
@@ -220,11 +221,27 @@ class UsageMeter:
             changed.add(fr)
 
     def sample(self, now: float, force: bool = False) -> None:
-        if now < self._next_sample and not force:
-            return
-        self._next_sample = now + self._sample_every
+        """Called before the events at ``now``: the usage as it stands holds
+        since the last event, so it is every sample due by ``now`` (at start,
+        start + every, ...: times that do not depend on when events happen, so
+        a replay split into groups samples each at the same ones). ``force``
+        adds one at ``now`` as things are (the end)."""
+        while True:
+            due = (
+                self._start + self._samples_taken * self._sample_every
+                if self._samples_taken
+                else self._start
+            )
+            if due > now:
+                break
+            self._record(due)
+            self._samples_taken += 1
+        if force:
+            self._record(now)
+
+    def _record(self, at: float) -> None:
         scale = 1000 if self.main_resource == "cpu" else 1  # milli-CPU to cores
-        self.series["t"].append(now)
+        self.series["t"].append(at)
         for name, node in self.scheduler.tree.queues.items():
             used = borrowed = 0
             for fr, amount in node.usage.items():

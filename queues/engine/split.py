@@ -1,0 +1,171 @@
+"""A replay split into its independent groups (``queues.engine.groups``):
+each group replayed on its own, under the part of the policy it uses and with
+the workloads of its queues, then merged into one result. The simulator runs
+a group's cycles only when something happened in it, so the merged result is
+the whole replay's (``tests/engine/test_split.py`` checks this on random
+policies): groups can be replayed one after another, or apart.
+
+Every group is given the whole replay's frame: when it starts, how often the
+charts sample, which resource they follow, and, once every group is done,
+where the whole replay ended, so usage is measured up to the same end.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from queues.engine.groups import independent_groups
+from queues.engine.model import Policy, Workload
+from queues.engine.replay_records import SimulationResult, gpu_count
+from queues.engine.simulator import Simulator, longest_run
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What every group of one replay shares."""
+
+    start: float
+    sample_every: float
+    main_resource: str
+
+
+def frame_of(
+    workloads: list[tuple[Workload, str]],
+    *,
+    start: float | None = None,
+    horizon: float | None = None,
+    samples: int = 240,
+) -> Frame:
+    """The frame a whole replay of ``workloads`` would take (as ``Simulator``
+    works it out)."""
+    floor = start if start is not None else 0.0
+    arrivals = [max(w.creation_time, floor) for w, _ in workloads]
+    first = start if start is not None else min(arrivals, default=0.0)
+    span = max(arrivals, default=0.0) + longest_run(w for w, _ in workloads)
+    if horizon is not None:
+        span = horizon
+    gpus = any(gpu_count(w) for w, _ in workloads)
+    return Frame(
+        first,
+        max((span - first) / max(samples, 1), 1e-3),
+        "nvidia.com/gpu" if gpus else "cpu",
+    )
+
+
+def part_of_policy(policy: Policy, queues: set[str]) -> Policy:
+    """The policy cut down to some ClusterQueues and the cohorts of their
+    trees (flavors, topologies and nodes as they are)."""
+
+    def root(name: str) -> str:
+        while (parent := policy.cohorts[name].parent) is not None and parent in policy.cohorts:
+            name = parent
+        return name
+
+    roots = {
+        root(q.cohort)
+        for name, q in policy.cluster_queues.items()
+        if name in queues and q.cohort is not None and q.cohort in policy.cohorts
+    }
+    return dataclasses.replace(
+        policy,
+        cluster_queues={n: q for n, q in policy.cluster_queues.items() if n in queues},
+        cohorts={n: c for n, c in policy.cohorts.items() if root(n) in roots},
+    )
+
+
+def groups_of_stream(
+    policy: Policy, workloads: Iterable[tuple[Workload, str]]
+) -> dict[str, list[tuple[Workload, str]]]:
+    """The stream's workloads by group; every group present, even with none."""
+    group_of = independent_groups(policy)
+    parts: dict[str, list[tuple[Workload, str]]] = {g: [] for g in sorted(set(group_of.values()))}
+    for workload, workload_class in workloads:
+        parts[group_of[workload.cluster_queue]].append((workload, workload_class))
+    return parts
+
+
+def group_simulators(
+    policy: Policy,
+    workloads: Iterable[tuple[Workload, str]],
+    *,
+    start: float | None = None,
+    horizon: float | None = None,
+    samples: int = 240,
+    context: Iterable[str] = (),
+    **options: Any,
+) -> dict[str, Simulator]:
+    """A simulator per group, each framed as the whole replay, by group name."""
+    stream = list(workloads)
+    frame = frame_of(stream, start=start, horizon=horizon, samples=samples)
+    group_of = independent_groups(policy)
+    measured_apart = set(context)
+    simulators: dict[str, Simulator] = {}
+    for group, part in groups_of_stream(policy, stream).items():
+        queues = {name for name, g in group_of.items() if g == group}
+        simulators[group] = Simulator(
+            part_of_policy(policy, queues),
+            part,
+            start=frame.start,
+            horizon=horizon,
+            context={w.key for w, _ in part} & measured_apart,
+            sample_every=frame.sample_every,
+            main_resource=frame.main_resource,
+            **options,
+        )
+    return simulators
+
+
+def natural_end(simulator: Simulator) -> float:
+    """Where a group's replay ends on its own: its horizon, or its last event."""
+    return simulator.horizon if simulator.horizon is not None else simulator.now
+
+
+def merge(results: Mapping[str, SimulationResult]) -> SimulationResult:
+    """One result from the groups' (each measured to the same end), as the
+    whole replay gives it."""
+    ordered = [results[group] for group in sorted(results)]
+    first = ordered[0]
+    series: dict[str, Any] = {"t": first.series["t"], "resource": first.series["resource"]}
+    for kind in ("usage", "pending", "borrowed"):
+        series[kind] = {}
+        for result in ordered:
+            series[kind].update(result.series[kind])
+    log = [entry for result in ordered for entry in result.admission_log]
+    log.sort(key=lambda entry: entry[1])  # stable: a time's admissions by group name
+    by_reason: dict[str, int] = {}
+    for result in ordered:
+        for reason, count in result.preemptions_by_reason.items():
+            by_reason[reason] = by_reason.get(reason, 0) + count
+    return SimulationResult(
+        start=first.start,
+        end=first.end,
+        records={k: r for result in ordered for k, r in result.records.items()},
+        totals={k: t for result in ordered for k, t in result.totals.items()},
+        nominal={k: n for result in ordered for k, n in result.nominal.items()},
+        preemptions_by_reason=by_reason,
+        preemptions_by_queue={
+            k: p for result in ordered for k, p in result.preemptions_by_queue.items()
+        },
+        series=series,
+        cycles=sum(r.cycles for r in ordered),
+        admissions=sum(r.admissions for r in ordered),
+        livelocks=sum(r.livelocks for r in ordered),
+        horizon=first.horizon,
+        admission_log=log,
+    )
+
+
+def replay_split(
+    policy: Policy, workloads: Iterable[tuple[Workload, str]], **options: Any
+) -> SimulationResult:
+    """The whole replay, group after group, merged (``Simulator`` options)."""
+    simulators = group_simulators(policy, workloads, **options)
+    for simulator in simulators.values():
+        simulator.run_to_end()
+    end = max(natural_end(s) for s in simulators.values())
+    return merge({group: s.result(end) for group, s in simulators.items()})
