@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queues.engine.model import FlavorResource, Workload
-from queues.engine.usage_meter import QueueTotals
+from queues.engine.usage_meter import QueueRates, QueueTotals
 
 
 @dataclass
@@ -70,6 +70,9 @@ class SimulationResult:
     # when, wait since the workload was queued or requeued), as Berth's
     # dashboard counts them.
     admission_log: list[tuple[str, float, float]] = field(default_factory=list)
+    # Per ClusterQueue, its usage rates at the end (queues.engine.split.merge
+    # extends a group that ended early to the end of the whole replay).
+    final_rates: dict[str, QueueRates] = field(default_factory=dict)
 
     @property
     def elapsed(self) -> float:

@@ -37,7 +37,7 @@ from typing import Any
 from queues.engine.model import CheckState, Policy, Workload
 from queues.engine.replay_records import SimulationResult, WorkloadRecord, gpu_count
 from queues.engine.scheduler import CycleResult, Scheduler
-from queues.engine.usage_meter import QueueTotals, UsageMeter
+from queues.engine.usage_meter import QueueTotals, UsageMeter, extend_totals
 
 __all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count"]
 
@@ -177,6 +177,7 @@ class Simulator:
         self.livelocks = 0
         self._retry_backoff: dict[str, float] = {}
         self._groups = sorted(set(self.scheduler.group_of.values()))
+        self._last_event: dict[str, float] = {}
 
     # ---------------------------------------------------------------- events
 
@@ -184,13 +185,9 @@ class Simulator:
         heapq.heappush(self._events, (time, next(self._seq), kind, payload))
 
     def run(self) -> SimulationResult:
-        self.run_to_end()
-        return self.result()
-
-    def run_to_end(self) -> None:
-        """Every event, without the figures yet (``result`` gives them)."""
         self.begin()
         self.advance()
+        return self.result()
 
     def begin(self) -> None:
         """Every workload's arrival on the clock; ``advance`` then replays."""
@@ -249,6 +246,8 @@ class Simulator:
             _, _, kind, payload = heapq.heappop(self._events)
             touched |= self._group_of_event(kind, payload)
             self._handle(now, kind, payload)
+        for group in touched:
+            self._last_event[group] = now
         self._schedule(now, touched)
         self.meter.settle(now)
         for group in sorted(self.scheduler.groups_asking_to_unpark()):
@@ -274,24 +273,39 @@ class Simulator:
             queue = self.records[key].cluster_queue
         return {self.scheduler.group_of[queue]}
 
-    def result(self, end: float | None = None) -> SimulationResult:
-        """The figures once ``advance`` has replayed to the end; measured up to
-        ``end`` when given (a group of a split replay, up to where the whole
-        replay ended)."""
+    def result(self) -> SimulationResult:
+        """The figures once ``advance`` has replayed to the end.
+
+        Without a horizon each independent group is measured up to its own
+        last event and then, to the end of the whole replay, at the rates it
+        was left with (``final_rates``): the same sums a replay of the group
+        on its own, extended by ``queues.engine.split.merge``, comes to."""
         now = self.now
         if self.horizon is not None:
             now = max(now, self.horizon)  # usage is measured over the whole window
             self._report_time(now)
-        if end is not None:
-            now = max(now, end)
-        self.meter.close(now)
+        if self.horizon is None and len(self._groups) > 1:
+            group_of = self.scheduler.group_of
+            for group in self._groups:
+                self.meter.close_queues(
+                    [q for q, g in group_of.items() if g == group],
+                    self._last_event.get(group, self.start),
+                )
+            rates = self.meter.final_rates()
+            for queue, totals in self.meter.totals.items():
+                group = group_of[queue]
+                extend_totals(totals, rates[queue], now - self._last_event.get(group, self.start))
+        else:
+            self.meter.close(now)
         self.meter.sample(now, force=True)
         # Admissions at one time in the order their groups are named, each
         # group's in the order it made them: what its replay on its own gives.
         rank = {group: i for i, group in enumerate(self._groups)}
         group_of = self.scheduler.group_of
         self.admission_log.sort(key=lambda entry: (entry[1], rank[group_of[entry[0]]]))
-        return self._result(now, self.records, self.meter.totals)
+        result = self._result(now, self.records, self.meter.totals)
+        result.final_rates = self.meter.final_rates()
+        return result
 
     def snapshot(self, at: float) -> SimulationResult:
         """The figures so far, as if the replay stopped at ``at`` (no earlier

@@ -6,8 +6,9 @@ the whole replay's (``tests/engine/test_split.py`` checks this on random
 policies): groups can be replayed one after another, or apart.
 
 Every group is given the whole replay's frame: when it starts, how often the
-charts sample, which resource they follow, and, once every group is done,
-where the whole replay ended, so usage is measured up to the same end.
+charts sample and which resource they follow. A group over before the others
+is extended to the end of the whole replay as it was left (its final usage
+rates, its last samples), as the whole replay measures it.
 
 Pure Python: no Django, no kubernetes client.
 """
@@ -23,6 +24,7 @@ from queues.engine.groups import independent_groups
 from queues.engine.model import Policy, Workload
 from queues.engine.replay_records import SimulationResult, gpu_count
 from queues.engine.simulator import Simulator, longest_run
+from queues.engine.usage_meter import extend_totals
 
 
 @dataclass(frozen=True)
@@ -120,21 +122,25 @@ def group_simulators(
     return simulators
 
 
-def natural_end(simulator: Simulator) -> float:
-    """Where a group's replay ends on its own: its horizon, or its last event."""
-    return simulator.horizon if simulator.horizon is not None else simulator.now
-
-
 def merge(results: Mapping[str, SimulationResult]) -> SimulationResult:
     """One result from the groups' (each measured to the same end), as the
     whole replay gives it."""
     ordered = [results[group] for group in sorted(results)]
     first = ordered[0]
-    series: dict[str, Any] = {"t": first.series["t"], "resource": first.series["resource"]}
+    end = max(r.end for r in ordered)
+    longest = max(ordered, key=lambda r: r.end)
+    times = longest.series["t"]
+    series: dict[str, Any] = {"t": times, "resource": first.series["resource"]}
     for kind in ("usage", "pending", "borrowed"):
         series[kind] = {}
-        for result in ordered:
-            series[kind].update(result.series[kind])
+    for result in ordered:
+        # A group over before the end stays as it was left, at every later sample.
+        missing = len(times) - len(result.series["t"])
+        for kind in ("usage", "pending", "borrowed"):
+            for name, values in result.series[kind].items():
+                series[kind][name] = values + [values[-1]] * missing
+        for name, totals in result.totals.items():
+            extend_totals(totals, result.final_rates[name], end - result.end)
     log = [entry for result in ordered for entry in result.admission_log]
     log.sort(key=lambda entry: entry[1])  # stable: a time's admissions by group name
     by_reason: dict[str, int] = {}
@@ -143,7 +149,7 @@ def merge(results: Mapping[str, SimulationResult]) -> SimulationResult:
             by_reason[reason] = by_reason.get(reason, 0) + count
     return SimulationResult(
         start=first.start,
-        end=first.end,
+        end=end,
         records={k: r for result in ordered for k, r in result.records.items()},
         totals={k: t for result in ordered for k, t in result.totals.items()},
         nominal={k: n for result in ordered for k, n in result.nominal.items()},
@@ -157,6 +163,7 @@ def merge(results: Mapping[str, SimulationResult]) -> SimulationResult:
         livelocks=sum(r.livelocks for r in ordered),
         horizon=first.horizon,
         admission_log=log,
+        final_rates={k: f for result in ordered for k, f in result.final_rates.items()},
     )
 
 
@@ -165,7 +172,4 @@ def replay_split(
 ) -> SimulationResult:
     """The whole replay, group after group, merged (``Simulator`` options)."""
     simulators = group_simulators(policy, workloads, **options)
-    for simulator in simulators.values():
-        simulator.run_to_end()
-    end = max(natural_end(s) for s in simulators.values())
-    return merge({group: s.result(end) for group, s in simulators.items()})
+    return merge({group: s.run() for group, s in simulators.items()})

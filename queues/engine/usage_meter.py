@@ -38,6 +38,28 @@ class QueueTotals:
 
 
 @dataclass
+class QueueRates:
+    """What a ClusterQueue uses, borrows over nominal and lends, per second."""
+
+    used: dict[FlavorResource, float] = field(default_factory=dict)
+    borrowed: dict[FlavorResource, float] = field(default_factory=dict)
+    lent: dict[FlavorResource, float] = field(default_factory=dict)
+
+
+def extend_totals(totals: QueueTotals, rates: QueueRates, seconds: float) -> None:
+    """``seconds`` more at constant ``rates`` (a group idle to the end)."""
+    if seconds <= 0:
+        return
+    for kept, rate in (
+        (totals.used, rates.used),
+        (totals.borrowed, rates.borrowed),
+        (totals.lent, rates.lent),
+    ):
+        for fr, amount in rate.items():
+            kept[fr] = kept.get(fr, 0.0) + amount * seconds
+
+
+@dataclass
 class _Pool:
     """One cohort tree's lending for one flavor-resource: what its queues borrow
     over nominal, what they leave idle (capped by what they may lend), the
@@ -161,6 +183,25 @@ class UsageMeter:
                     lent[fr] = lent.get(fr, 0.0) + share
             totals[name] = QueueTotals(used, borrowed, lent)
         return totals
+
+    def close_queues(self, names: list[str], now: float) -> None:
+        """Those queues' intervals closed at ``now`` (their group's last event)."""
+        self.scheduler.tree.touched.update(names)
+        self.settle(now)
+
+    def final_rates(self) -> dict[str, QueueRates]:
+        """Per queue, what it uses, borrows and lends per second as things stand
+        (what its totals grow by while nothing changes)."""
+        rates: dict[str, QueueRates] = {}
+        for name, kept in self._rates.items():
+            tree = self._tree_of[name]
+            lent = {
+                fr: idle * tree.pools[fr].fraction
+                for fr, idle in kept.idle.items()
+                if idle and tree.pools[fr].fraction
+            }
+            rates[name] = QueueRates(dict(kept.used), dict(kept.over), lent)
+        return rates
 
     def close(self, now: float) -> None:
         """The run ended at ``now``: every interval is closed."""
