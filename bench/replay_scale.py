@@ -52,7 +52,10 @@ generation) under cProfile, saves the stats to FILE and prints the top 25
 functions by tottime and by cumtime. ``--so-far SECONDS`` replays as a what-if
 run does for its page: every SECONDS or so (never more often than four times
 what the last reading took) it prints the figures so far and what reading
-them cost. Progress goes to stdout as it runs.
+them cost. ``--workers N`` splits the replay into its independent cohort trees
+(``queues.engine.split``), replays them in N processes and merges the results
+(the same result as one process gives: ``tests/engine/test_split.py``); it
+prints each group's time and the merge's. Progress goes to stdout as it runs.
 Pure engine: no Django, no database. Prints figures; asserts nothing.
 """
 
@@ -62,6 +65,7 @@ import argparse
 import cProfile
 import gc
 import math
+import multiprocessing
 import os
 import pstats
 import random
@@ -70,6 +74,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +96,7 @@ from queues.engine.metrics import percentile, summarize  # noqa: E402
 from queues.engine.model import PodSet, Policy, Toleration, Workload  # noqa: E402
 from queues.engine.scenario import parse  # noqa: E402
 from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
+from queues.engine.split import group_simulators, merge  # noqa: E402
 from queues.kueue.render import render_cluster_queue, render_cohort, render_flavor  # noqa: E402
 from queues.quantity import to_canonical  # noqa: E402
 from queues.queue_class_templates import QUEUE_CLASS_TEMPLATES  # noqa: E402
@@ -334,6 +340,48 @@ class Progress:
             raise SystemExit(f"stopped: resident memory {rss:,.0f} MiB is past the cap")
 
 
+# The groups' replays, set up before the worker processes fork: they read
+# them from their parent's memory, so only each group's result is sent back.
+_GROUPS: dict[str, Simulator] = {}
+
+
+def _replay_group(group: str) -> tuple[str, SimulationResult, float]:
+    began = time.perf_counter()
+    result = _GROUPS[group].run()
+    return group, result, time.perf_counter() - began
+
+
+def replay_in_processes(
+    policy: Policy, workloads: list[tuple[Workload, str]], workers: int
+) -> SimulationResult:
+    """The replay split into its independent groups (``queues.engine.split``),
+    the groups replayed in ``workers`` processes, biggest first, and merged."""
+    began = time.perf_counter()
+    _GROUPS.clear()
+    _GROUPS.update(group_simulators(policy, workloads))
+    order = sorted(_GROUPS, key=lambda g: -_GROUPS[g].total)
+    print(f"  {len(order)} independent groups, replayed in {workers} process(es)", flush=True)
+    results: dict[str, SimulationResult] = {}
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        for group, result, took in pool.map(_replay_group, order):
+            results[group] = result
+            print(
+                f"  group {group}: {_GROUPS[group].total:,} workloads in {took:.1f} s "
+                f"(done at {time.perf_counter() - began:.1f} s)",
+                flush=True,
+            )
+    merging = time.perf_counter()
+    merged = merge(results)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        f"  merged in {time.perf_counter() - merging:.2f} s; largest worker process "
+        f"peak {children:,.0f} MiB",
+        flush=True,
+    )
+    return merged
+
+
 class SoFar:
     """Prints the figures of the part replayed so far, as the what-if page gets
     them (``summarize`` of a snapshot: waits censored where the replay is), and
@@ -420,6 +468,13 @@ def main() -> int:
     parser.add_argument("--tracemalloc", action="store_true", help="what holds memory (slow)")
     parser.add_argument("--max-rss-gib", type=float, default=8.0)
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="replay the independent cohort trees apart, in N processes, and merge them",
+    )
+    parser.add_argument(
         "--so-far",
         type=float,
         metavar="SECONDS",
@@ -474,14 +529,17 @@ def main() -> int:
     )
 
     replay_started = time.perf_counter()
-    simulator = Simulator(policy, trace.workloads)
+    simulator = Simulator(policy, trace.workloads if not args.workers else [])
     simulator.progress = Progress(simulator, replay_started, args.max_rss_gib * 1024)
-    trace.workloads = []  # the simulator holds them now
+    if not args.workers:
+        trace.workloads = []  # the simulator holds them now
     set_up = time.perf_counter()
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
-    if args.so_far:
+    if args.workers:
+        result = replay_in_processes(policy, trace.workloads, args.workers)
+    elif args.so_far:
         result = replay_together(
             {"replay": simulator},
             so_far=SoFar(simulator, replay_started),
