@@ -7,6 +7,7 @@ database)."""
 from __future__ import annotations
 
 import copy
+import json
 import math
 from typing import Any
 
@@ -28,8 +29,9 @@ from queues.engine.model import (
     Workload,
 )
 from queues.engine.replay_records import SimulationResult
+from queues.engine.result_codec import from_json, to_json
 from queues.engine.simulator import Simulator
-from queues.engine.split import replay_split
+from queues.engine.split import group_simulators, merge, replay_split
 from tests.engine.test_properties import draw_workloads, policies
 
 
@@ -84,6 +86,26 @@ def test_a_split_replay_merged_is_the_whole_replay(
     assert split == whole
 
 
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(streams())
+def test_groups_replayed_apart_and_sent_as_json_merge_to_the_whole_replay(
+    case: tuple[Policy, list[Workload], dict[str, Any]],
+) -> None:
+    # What a worker replaying one group sends back: strict JSON (PostgreSQL's).
+    policy, workloads, options = case
+    whole = Simulator(policy, [(w, "c") for w in copy.deepcopy(workloads)], **options).run()
+    groups = group_simulators(policy, [(w, "c") for w in copy.deepcopy(workloads)], **options)
+    sent = {
+        group: from_json(json.loads(json.dumps(to_json(simulator.run()), allow_nan=False)))
+        for group, simulator in groups.items()
+    }
+    assert everything(merge(sent)) == everything(whole)
+
+
 GPU = "nvidia.com/gpu"
 
 
@@ -129,6 +151,12 @@ def test_trees_that_end_apart_are_measured_to_the_same_end() -> None:
     whole, split = both(two_trees(), workloads, samples=12)
     assert split == whole
     assert whole[1] > 500  # the end is product's, after research was done
+    groups = group_simulators(two_trees(), [(w, "c") for w in workloads], samples=12)
+    sent = {
+        g: from_json(json.loads(json.dumps(to_json(s.run()), allow_nan=False)))
+        for g, s in groups.items()
+    }
+    assert everything(merge(sent)) == whole
 
 
 def test_queues_that_share_nothing_are_groups_of_their_own() -> None:
