@@ -368,7 +368,7 @@ def replay_in_processes(
             results[group] = result
             print(
                 f"  group {group}: {_GROUPS[group].total:,} workloads in {took:.1f} s "
-                f"(done at {time.perf_counter() - began:.1f} s)",
+                f"(collected at {time.perf_counter() - began:.1f} s)",
                 flush=True,
             )
     merging = time.perf_counter()
