@@ -1,11 +1,13 @@
-"""What a replay keeps per workload (``WorkloadRecord``) and what it
-returns (``SimulationResult``).
+"""What a replay keeps per workload (``WorkloadRecord``), what it returns
+(``SimulationResult``) and the frame it is measured in (``Frame``).
 
 Pure Python: no Django, no kubernetes client.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,3 +83,47 @@ class SimulationResult:
 
 def gpu_count(workload: Workload) -> int:
     return sum(p.count * p.requests.get("nvidia.com/gpu", 0) for p in workload.pod_sets)
+
+
+def longest_run(workloads: Iterable[Workload]) -> float:
+    """The longest finite run time (one that runs for ever sets no end)."""
+    return max(
+        (w.runtime or 0.0 for w in workloads if math.isfinite(w.runtime or 0.0)), default=1.0
+    )
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where a replay's clock starts, where it should end (the horizon, or
+    roughly the last arrival plus the longest run), how often its charts
+    sample and which resource they follow. The groups of a split replay are
+    all given the whole replay's."""
+
+    start: float
+    expected_end: float
+    sample_every: float
+    main_resource: str
+
+
+def frame_of(
+    workloads: Iterable[Workload],
+    *,
+    start: float | None = None,
+    horizon: float | None = None,
+    samples: int = 240,
+) -> Frame:
+    """The frame of a replay of ``workloads``: the clock starts at ``start``
+    (default: the first arrival, at 0 or later) and work created earlier
+    arrives then; charts follow GPUs when any workload asks for them, else
+    CPU cores."""
+    stream = list(workloads)
+    floor = start if start is not None else 0.0
+    arrivals = [max(w.creation_time, floor) for w in stream]
+    first = start if start is not None else min(arrivals, default=0.0)
+    end = horizon if horizon is not None else max(arrivals, default=0.0) + longest_run(stream)
+    return Frame(
+        first,
+        end,
+        max((end - first) / max(samples, 1), 1e-3),
+        "nvidia.com/gpu" if any(gpu_count(w) for w in stream) else "cpu",
+    )

@@ -35,11 +35,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from queues.engine.model import CheckState, Policy, Workload
-from queues.engine.replay_records import SimulationResult, WorkloadRecord, gpu_count
+from queues.engine.replay_records import (
+    SimulationResult,
+    WorkloadRecord,
+    frame_of,
+    gpu_count,
+    longest_run,
+)
 from queues.engine.scheduler import CycleResult, Scheduler
 from queues.engine.usage_meter import QueueTotals, UsageMeter, extend_totals
 
-__all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count"]
+__all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count", "longest_run"]
 
 
 @contextlib.contextmanager
@@ -85,13 +91,6 @@ def _fewer_collections() -> Iterator[None]:
 
 # The first back-off after a livelock when parked workloads requeue at once.
 RETRY_FLOOR = 1.0
-
-
-def longest_run(workloads: Iterable[Workload]) -> float:
-    """The longest finite run time (one that runs for ever sets no end)."""
-    return max(
-        (w.runtime or 0.0 for w in workloads if math.isfinite(w.runtime or 0.0)), default=1.0
-    )
 
 
 class Simulator:
@@ -141,32 +140,21 @@ class Simulator:
             self._workloads[workload.key] = workload
             self._classes[workload.key] = workload_class
         self.total = len(self._workloads)
-        # The clock starts at ``start`` (default: the first arrival, at 0 or later);
-        # workloads created earlier arrive then.
+        # Workloads created before the clock starts arrive when it does.
         self._floor = start if start is not None else 0.0
-        arrivals = [max(w.creation_time, self._floor) for w in self._workloads.values()]
-        self.start = start if start is not None else min(arrivals, default=0.0)
+        frame = frame_of(self._workloads.values(), start=start, horizon=horizon, samples=samples)
+        self.start = frame.start
         self.now = self.start  # the last event time replayed
         self.until_admitted = until_admitted
         self.horizon = horizon
         self.context = set(context)
-        last = max(arrivals, default=0.0)
-        span = last + longest_run(self._workloads.values())
-        if horizon is not None:
-            span = horizon
-        # Where the replay should end (the horizon), or roughly: the last arrival
-        # plus the longest run.
-        self.expected_end = span
+        self.expected_end = frame.expected_end
         self._progress_done = 0
         self.meter = UsageMeter(
             self.scheduler,
             self.start,
-            sample_every=sample_every
-            if sample_every is not None
-            else max((span - self.start) / max(samples, 1), 1e-3),
-            # Charts follow GPUs when the stream asks for any, else CPU cores.
-            main_resource=main_resource
-            or ("nvidia.com/gpu" if any(gpu_count(w) for w in self._workloads.values()) else "cpu"),
+            sample_every=sample_every if sample_every is not None else frame.sample_every,
+            main_resource=main_resource or frame.main_resource,
         )
         self.preemptions_by_reason: dict[str, int] = {}
         self.preemptions_by_queue: dict[str, dict[str, int]] = {
@@ -307,13 +295,14 @@ class Simulator:
         result.final_rates = self.meter.final_rates()
         return result
 
-    def snapshot(self, at: float) -> SimulationResult:
+    def snapshot(self, at: float, *, clamp: bool = True) -> SimulationResult:
         """The figures so far, as if the replay stopped at ``at`` (no earlier
         than the last event time replayed, before the next one): the workloads
         that had arrived by then, waits of those not admitted yet counted up to
         ``at``. Changes nothing: the replay goes on as if never asked. A
-        replay already over answers as of its end."""
-        if self.done:
+        replay already over answers as of its end; with ``clamp`` False, as
+        of ``at`` still (one group of a split replay, read beside the others)."""
+        if self.done and clamp:
             at = self.horizon if self.horizon is not None else self.now
         arrived = {k: r for k, r in self.records.items() if max(r.created, self._floor) < at}
         return self._result(at, arrived, self.meter.totals_at(at))

@@ -22,41 +22,9 @@ from typing import Any
 
 from queues.engine.groups import independent_groups
 from queues.engine.model import Policy, Workload
-from queues.engine.replay_records import SimulationResult, gpu_count
-from queues.engine.simulator import Simulator, longest_run
+from queues.engine.replay_records import SimulationResult, frame_of
+from queues.engine.simulator import Simulator
 from queues.engine.usage_meter import extend_totals
-
-
-@dataclass(frozen=True)
-class Frame:
-    """What every group of one replay shares."""
-
-    start: float
-    sample_every: float
-    main_resource: str
-
-
-def frame_of(
-    workloads: list[tuple[Workload, str]],
-    *,
-    start: float | None = None,
-    horizon: float | None = None,
-    samples: int = 240,
-) -> Frame:
-    """The frame a whole replay of ``workloads`` would take (as ``Simulator``
-    works it out)."""
-    floor = start if start is not None else 0.0
-    arrivals = [max(w.creation_time, floor) for w, _ in workloads]
-    first = start if start is not None else min(arrivals, default=0.0)
-    span = max(arrivals, default=0.0) + longest_run(w for w, _ in workloads)
-    if horizon is not None:
-        span = horizon
-    gpus = any(gpu_count(w) for w, _ in workloads)
-    return Frame(
-        first,
-        max((span - first) / max(samples, 1), 1e-3),
-        "nvidia.com/gpu" if gpus else "cpu",
-    )
 
 
 def part_of_policy(policy: Policy, queues: set[str]) -> Policy:
@@ -91,7 +59,21 @@ def groups_of_stream(
     return parts
 
 
-def group_simulators(
+@dataclass
+class GroupReplay:
+    """One group's replay, not started: the part of the policy it uses, its
+    workloads and the simulator's options (the whole replay's frame among
+    them). Plain data, so it can be sent to another process."""
+
+    policy: Policy
+    workloads: list[tuple[Workload, str]]
+    options: dict[str, Any]
+
+    def simulator(self) -> Simulator:
+        return Simulator(self.policy, self.workloads, **self.options)
+
+
+def group_replays(
     policy: Policy,
     workloads: Iterable[tuple[Workload, str]],
     *,
@@ -100,26 +82,36 @@ def group_simulators(
     samples: int = 240,
     context: Iterable[str] = (),
     **options: Any,
-) -> dict[str, Simulator]:
-    """A simulator per group, each framed as the whole replay, by group name."""
+) -> dict[str, GroupReplay]:
+    """Each group's replay, framed as the whole replay, by group name."""
     stream = list(workloads)
-    frame = frame_of(stream, start=start, horizon=horizon, samples=samples)
+    frame = frame_of((w for w, _ in stream), start=start, horizon=horizon, samples=samples)
     group_of = independent_groups(policy)
     measured_apart = set(context)
-    simulators: dict[str, Simulator] = {}
+    replays: dict[str, GroupReplay] = {}
     for group, part in groups_of_stream(policy, stream).items():
         queues = {name for name, g in group_of.items() if g == group}
-        simulators[group] = Simulator(
+        replays[group] = GroupReplay(
             part_of_policy(policy, queues),
             part,
-            start=frame.start,
-            horizon=horizon,
-            context={w.key for w, _ in part} & measured_apart,
-            sample_every=frame.sample_every,
-            main_resource=frame.main_resource,
-            **options,
+            {
+                **options,
+                "start": frame.start,
+                "horizon": horizon,
+                "context": {w.key for w, _ in part} & measured_apart,
+                "sample_every": frame.sample_every,
+                "main_resource": frame.main_resource,
+            },
         )
-    return simulators
+    return replays
+
+
+def group_simulators(
+    policy: Policy, workloads: Iterable[tuple[Workload, str]], **options: Any
+) -> dict[str, Simulator]:
+    """A simulator per group, each framed as the whole replay, by group name
+    (``group_replays``' arguments)."""
+    return {g: r.simulator() for g, r in group_replays(policy, workloads, **options).items()}
 
 
 def merge(results: Mapping[str, SimulationResult]) -> SimulationResult:
@@ -139,8 +131,9 @@ def merge(results: Mapping[str, SimulationResult]) -> SimulationResult:
         for kind in ("usage", "pending", "borrowed"):
             for name, values in result.series[kind].items():
                 series[kind][name] = values + [values[-1]] * missing
-        for name, totals in result.totals.items():
-            extend_totals(totals, result.final_rates[name], end - result.end)
+        if result.end < end:
+            for name, totals in result.totals.items():
+                extend_totals(totals, result.final_rates[name], end - result.end)
     log = [entry for result in ordered for entry in result.admission_log]
     log.sort(key=lambda entry: entry[1])  # stable: a time's admissions by group name
     by_reason: dict[str, int] = {}

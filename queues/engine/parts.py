@@ -1,0 +1,105 @@
+"""A split replay shared out among workers: its groups' replays (under one or
+more policies: ``queues.engine.split.GroupReplay``) dealt into as many parts
+as there are workers, balanced by workloads, each part replayed by one worker
+with its replays advancing together on the simulated clock.
+
+So that figures so far can be read while the parts run apart, every part
+stops at the same simulated milestones (fixed fractions of the whole
+replay's expected span) and hands over what its replays show there
+(``Simulator.snapshot``); the figures at a milestone every part has passed
+are those of the whole replay stopped there (``split.merge`` of the parts').
+A part over before a milestone still hands over its figures there: its
+replays read as of that time, as the whole replay's would be.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import TypeVar
+
+from queues.engine.replay_records import Frame, SimulationResult
+from queues.engine.simulator import Simulator
+from queues.engine.split import GroupReplay
+
+# Milestones per replay: the first figures so far come a tenth of the way in.
+MILESTONES = 10
+# Slices of simulated time a part advances by between two calls of ``between``.
+SLICES = 500
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def deal(sizes: Mapping[str, int], parts: int) -> list[list[str]]:
+    """The groups dealt into at most ``parts`` parts, biggest group first to
+    the part holding fewest workloads so far; no part is empty. Parts come
+    biggest first, their groups by name."""
+    count = max(1, min(parts, len(sizes)))
+    dealt: list[tuple[int, list[str]]] = [(0, []) for _ in range(count)]
+    for group in sorted(sizes, key=lambda g: (-sizes[g], g)):
+        lightest = min(range(count), key=lambda i: (dealt[i][0], i))
+        load, members = dealt[lightest]
+        dealt[lightest] = (load + sizes[group], [*members, group])
+    ordered = sorted(dealt, key=lambda d: (-d[0], d[1]))
+    return [sorted(members) for _, members in ordered if members]
+
+
+def milestones(frame: Frame, count: int = MILESTONES) -> list[float]:
+    """The simulated times every part hands its figures so far over at."""
+    span = frame.expected_end - frame.start
+    if span <= 0:
+        return []
+    return [frame.start + span * i / count for i in range(1, count)]
+
+
+def replay_part(
+    replays: Mapping[Key, GroupReplay],
+    frame: Frame,
+    *,
+    at_milestone: Callable[[int, float, dict[Key, SimulationResult]], None] | None = None,
+    between: Callable[[float], None] | None = None,
+    marks: list[float] | None = None,
+) -> dict[Key, SimulationResult]:
+    """Each replay to its end, by key, advanced together. ``at_milestone``
+    gets (index, time, figures so far by key) at every milestone (``marks``,
+    default ``milestones(frame)``); ``between`` the share of the part done
+    (0..1) every slice. The figures are live: send them before going on."""
+    simulators = {key: replay.simulator() for key, replay in replays.items()}
+    for simulator in simulators.values():
+        simulator.begin()
+    width = max((frame.expected_end - frame.start) / SLICES, 1e-3)
+    at = frame.start
+    for index, stop in enumerate([*(milestones(frame) if marks is None else marks), math.inf]):
+        while at < stop and not all(s.done for s in simulators.values()):
+            soonest = min(s.next_time for s in simulators.values())
+            at = min(stop, max(at + width, soonest))
+            for simulator in simulators.values():
+                simulator.advance(at)
+            if between is not None:
+                between(_share(simulators.values(), frame, at))
+        if at_milestone is not None and math.isfinite(stop):
+            # Every milestone, even once this part is over: the run reads the
+            # parts' figures at one milestone, each as of that time.
+            at_milestone(
+                index, stop, {key: s.snapshot(stop, clamp=False) for key, s in simulators.items()}
+            )
+    return {key: s.result() for key, s in simulators.items()}
+
+
+def _share(simulators: Iterable[Simulator], frame: Frame, at: float) -> float:
+    """How far a part has come: its share of the simulated span, or of its
+    workloads finished when that is further (a replay without a horizon
+    ends when its last workload does)."""
+    replays = list(simulators)
+    if all(s.done for s in replays):
+        return 1.0
+    span = max(frame.expected_end - frame.start, 1e-9)
+    clock = min(1.0, max(0.0, (at - frame.start) / span))
+    total = sum(s.total for s in replays)
+    finished = sum(s.finished for s in replays) / total if total else 0.0
+    return min(0.99, max(clock, finished))
+
+
+__all__ = ["MILESTONES", "SLICES", "deal", "milestones", "replay_part"]

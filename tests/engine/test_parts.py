@@ -1,0 +1,81 @@
+"""A split replay dealt into parts (``queues.engine.parts``), each part's
+replays sent to another process (pickled) and run there, their results sent
+back as JSON and merged, gives the whole replay's result; what the parts hand
+over at a milestone, merged, is the whole replay stopped there (no
+database)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from queues.engine.model import Policy, Workload
+from queues.engine.parts import deal, milestones, replay_part
+from queues.engine.replay_records import SimulationResult, frame_of
+from queues.engine.result_codec import from_json, to_json
+from queues.engine.simulator import Simulator
+from queues.engine.split import group_replays, merge
+from tests.engine.test_split import everything, streams
+
+
+def sent(result: SimulationResult) -> SimulationResult:
+    return from_json(json.loads(json.dumps(to_json(result), allow_nan=False)))
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(streams(), st.integers(1, 3))
+def test_parts_replayed_apart_merge_to_the_whole_replay_and_its_figures_so_far(
+    case: tuple[Policy, list[Workload], dict[str, Any]], workers: int
+) -> None:
+    policy, workloads, options = case
+    stream = [(w, "c") for w in workloads]
+    replays = group_replays(policy, copy.deepcopy(stream), **options)
+    frame = frame_of((w for w, _ in stream), start=None, horizon=options["horizon"])
+    dealt = deal({g: len(r.workloads) for g, r in replays.items()}, workers)
+    assert sorted(g for part in dealt for g in part) == sorted(replays)
+    results: dict[str, SimulationResult] = {}
+    handed: dict[int, dict[str, SimulationResult]] = {}
+    for part in dealt:
+        # As a worker gets them: pickled.
+        mine = pickle.loads(pickle.dumps({g: replays[g] for g in part}))
+
+        def hand_over(index: int, at: float, figures: dict[str, SimulationResult]) -> None:
+            for group, result in figures.items():
+                handed.setdefault(index, {})[group] = sent(result)
+
+        for group, result in replay_part(mine, frame, at_milestone=hand_over).items():
+            results[group] = sent(result)
+
+    whole = Simulator(policy, copy.deepcopy(stream), **options)
+    assert everything(merge(results)) == everything(whole.run())
+
+    whole = Simulator(policy, copy.deepcopy(stream), **options)
+    whole.begin()
+    marks = milestones(frame)
+    assert sorted(handed) == list(range(len(marks)))
+    for index, at in enumerate(marks):
+        whole.advance(at)
+        if whole.done:
+            break
+        merged, stopped = merge(handed[index]), whole.snapshot(at)
+        assert merged.end == stopped.end == at
+        assert merged.records == stopped.records
+        assert merged.totals == stopped.totals
+        assert merged.admissions == stopped.admissions
+
+
+def test_groups_are_dealt_biggest_first_to_the_lightest_part() -> None:
+    sizes = {"a": 50, "b": 30, "c": 25, "d": 10, "e": 5}
+    assert deal(sizes, 2) == [["a", "d"], ["b", "c", "e"]]
+    assert deal(sizes, 1) == [["a", "b", "c", "d", "e"]]
+    # No part is empty: never more parts than groups.
+    assert deal({"a": 1, "b": 0}, 8) == [["a"], ["b"]]
