@@ -16,6 +16,7 @@ from cluster.stats import quantile
 from queues.engine.lockstep import replay_together
 from queues.engine.metrics import summarize, wait_stats
 from queues.engine.model import Policy
+from queues.engine.replay_records import Frame
 from queues.engine.simulator import SimulationResult, Simulator
 from queues.engine.simulator import WorkloadRecord as Measured
 from queues.quantity import format_canonical
@@ -168,22 +169,31 @@ def _totals(
     }
 
 
+def replay_options(stream: Stream) -> dict[str, Any]:
+    """The simulator's options for a replay of the stream."""
+    return {
+        # A window is replayed from its start to its end, whenever work arrived.
+        "start": 0.0 if stream.horizon is not None else None,
+        "horizon": stream.horizon,
+        "context": stream.context,
+        "eviction_delay": stream.eviction_delay,
+        "check_delays": stream.check_delays,
+        "requeue_delay": stream.requeue_delay,
+    }
+
+
 def _simulators(today: Policy, proposal: Policy, stream: Stream) -> dict[str, Simulator]:
     """Each policy's replay of the stream, by label, not started."""
     return {
-        label: Simulator(
-            policy,
-            stream.build(),
-            # A window is replayed from its start to its end, whenever work arrived.
-            start=0.0 if stream.horizon is not None else None,
-            horizon=stream.horizon,
-            context=stream.context,
-            eviction_delay=stream.eviction_delay,
-            check_delays=stream.check_delays,
-            requeue_delay=stream.requeue_delay,
-        )
+        label: Simulator(policy, stream.build(), **replay_options(stream))
         for label, policy in (("today", today), ("proposal", proposal))
     }
+
+
+# Replays both policies elsewhere (``whatif.scaleout.replay_apart`` with the
+# run and the parts given): (policies by label, the stream's workloads,
+# simulator options, progress, so_far) -> (frame, results by label).
+Apart = Callable[..., tuple[Frame, dict[str, SimulationResult]]]
 
 
 def _dashboard_beside_replay(
@@ -211,14 +221,15 @@ def compare(
     *,
     every: float = SO_FAR_EVERY_SECONDS,
     clock: Callable[[], float] = time.monotonic,
+    apart: Apart | None = None,
 ) -> dict[str, Any]:
     """Replay the stream under both policies; the figures per ClusterQueue and
     in total, today's beside the proposal's. The two replays advance together
     on the simulated clock: ``progress`` gets 0..99 percent, and ``so_far``,
     every ``every`` seconds or so, the figures of the part replayed so far (the
     same shape, with ``partial`` saying how far, and nothing recorded beside
-    them)."""
-    simulators = _simulators(today, proposal, stream)
+    them). With ``apart`` the replays are shared out among workers; figures so
+    far then come at the milestones every part has passed."""
     reported = [0]
 
     def report(share: float) -> None:
@@ -227,30 +238,48 @@ def compare(
             reported[0] = percent
             progress(percent)
 
-    def partial(at: float) -> None:
+    def show(start: float, end: float, at: float, snapshots: dict[str, SimulationResult]) -> None:
         assert so_far is not None
-        snapshots = {label: s.snapshot(at) for label, s in simulators.items()}
         runs = {label: (r, summarize(r)) for label, r in snapshots.items()}
         figures = _assembled(runs, stream, final=False)
-        start = min(s.start for s in simulators.values())
-        expected = max(s.expected_end for s in simulators.values())
         figures["partial"] = _clean(
             {
                 "simulated_seconds": at - start,
                 # A window's end is known; a scenario's is the last arrival plus the longest run.
-                "of_seconds": expected - start,
+                "of_seconds": end - start,
                 "workloads_so_far": runs["today"][1]["workloads"],
             }
         )
         so_far(figures)
 
-    results = replay_together(
-        simulators,
-        progress=report,
-        so_far=partial if so_far is not None else None,
-        every=every,
-        clock=clock,
-    )
+    if apart is not None:
+        _, results = apart(
+            {"today": today, "proposal": proposal},
+            stream.build,
+            replay_options(stream),
+            progress=report,
+            so_far=(
+                (lambda frame, at, runs: show(frame.start, frame.expected_end, at, runs))
+                if so_far is not None
+                else None
+            ),
+            every=every,
+        )
+    else:
+        simulators = _simulators(today, proposal, stream)
+        start = min(s.start for s in simulators.values())
+        end = max(s.expected_end for s in simulators.values())
+
+        def partial(at: float) -> None:
+            show(start, end, at, {label: s.snapshot(at) for label, s in simulators.items()})
+
+        results = replay_together(
+            simulators,
+            progress=report,
+            so_far=partial if so_far is not None else None,
+            every=every,
+            clock=clock,
+        )
     return _assembled({label: (r, summarize(r)) for label, r in results.items()}, stream)
 
 

@@ -111,3 +111,71 @@ class CapacityPlan(models.Model):
     @property
     def done(self) -> bool:
         return self.state in (WhatIfState.SUCCEEDED, WhatIfState.FAILED)
+
+
+class ReplayPartState(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class ReplayPart(models.Model):
+    """One part of a what-if run's replays, shared out among the Celery
+    workers (``whatif.scaleout``): some of the independent groups of both
+    policies' replays, pickled (``replays``, signed with the secret key).
+    Any worker claims it by compare-and-set (``token``), the run's own task
+    too, so one worker is enough; a part whose worker fell silent is taken
+    over. ``result`` is what its replays gave (``queues.engine.result_codec``
+    JSON, by label then group) until the run merges them; then the inputs
+    and results are dropped and the row stays as a record of who replayed
+    what, for how long."""
+
+    run = models.ForeignKey(WhatIfRun, on_delete=models.CASCADE, related_name="parts")
+    index = models.PositiveSmallIntegerField()
+    state = models.CharField(
+        max_length=16, choices=ReplayPartState.choices, default=ReplayPartState.QUEUED
+    )
+    groups = models.JSONField(default=list, help_text="the independent groups it replays")
+    workloads = models.PositiveIntegerField(default=0, help_text="in its replays")
+    replays = models.BinaryField(default=b"", help_text="its replays, pickled and compressed")
+    signature = models.CharField(max_length=64, blank=True, help_text="HMAC-SHA256 of replays")
+    token = models.CharField(max_length=32, blank=True, help_text="the current claim")
+    worker = models.CharField(max_length=255, blank=True, help_text="who replays it (replayed)")
+    share = models.FloatField(default=0.0, help_text="how far it has come, 0-1")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(null=True, blank=True, help_text="wall time of its replay")
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="whatif_replaypart_run_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"what-if #{self.run_id} part {self.index} ({self.state})"
+
+
+class ReplayCheckpoint(models.Model):
+    """What a part's replays showed at one milestone (``queues.engine.parts``):
+    the run merges the parts' at the last milestone all have passed into its
+    figures so far, then drops them."""
+
+    part = models.ForeignKey(ReplayPart, on_delete=models.CASCADE, related_name="checkpoints")
+    milestone = models.PositiveSmallIntegerField()
+    at = models.FloatField(help_text="simulated seconds")
+    figures = models.JSONField(help_text="result_codec JSON, by label then group")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["part", "milestone"], name="whatif_replaycheckpoint_part_milestone"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"part {self.part_id} at milestone {self.milestone}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -12,17 +13,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from cluster.pace import cluster_pace
 from cluster.state import observed_nodes
 from queues.deferred import after_commit
+from queues.engine.groups import independent_groups
 from queues.engine.model import Policy
 from queues.engine.scenario import ScenarioError, parse
 from queues.errors import FieldError, PolicyInvalid
 from queues.reconcile import desired_objects, policy_version
-from whatif.figures import compare
+from whatif.figures import Apart, compare
 from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
 from whatif.proposal import (
     CHANGE_KEYS,
@@ -35,6 +38,7 @@ from whatif.proposal import (
     policy_document,
     proposal_policy,
 )
+from whatif.scaleout import replay_apart, replay_workers
 from whatif.stream import (
     Stream,
     recorded_stream,
@@ -414,6 +418,22 @@ def _finish(run_id: int, state: WhatIfState, **fields: Any) -> str:
     return state.value if closed else "lost"
 
 
+def _shared_out(run_id: int, prepared: Prepared, stream: Stream) -> Apart | None:
+    """Replays big enough and in more than one independent group are shared
+    out among the workers (``whatif.scaleout``), when there are several."""
+    if stream.count < settings.BERTH_REPLAY_SPLIT_MIN:
+        return None
+    if all(
+        len(set(independent_groups(policy).values())) < 2
+        for policy in (prepared.today, prepared.proposal)
+    ):
+        return None
+    parts = replay_workers()
+    if parts < 2:
+        return None
+    return functools.partial(replay_apart, run_id, parts=parts)
+
+
 def execute(run_id: int) -> str:
     """Claim a queued run (compare-and-set: a second delivery of a run that is
     running or done changes nothing), simulate, and close it. Returns the
@@ -437,6 +457,7 @@ def execute(run_id: int) -> str:
             stream,
             ProgressWriter(run_id),
             so_far=write_so_far(run_id),
+            apart=_shared_out(run_id, prepared, stream),
         )
         if not prepared.proposal.fair_sharing and any(
             c.get("field") == "fair_sharing_weight" for c in run.changes

@@ -7,6 +7,7 @@ from celery import shared_task
 
 from whatif.capacity import execute_plan
 from whatif.redrive import redrive_queued
+from whatif.scaleout import replay_task
 from whatif.service import execute as execute_whatif
 
 
@@ -29,3 +30,10 @@ def redrive_queued_work() -> dict[str, int]:
     """Every few minutes: re-send what-if runs and capacity plans stored but
     never started (their task was lost)."""
     return redrive_queued()
+
+
+@shared_task(name="whatif.tasks.replay_part", acks_late=True)
+def replay_part(part_id: int) -> str:
+    """Replay one part of a what-if run shared out among the workers; a part
+    already claimed (by another worker, or the run itself) is left alone."""
+    return replay_task(part_id)

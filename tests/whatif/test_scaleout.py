@@ -1,0 +1,198 @@
+"""A what-if's replays shared out in parts (``whatif.scaleout``) on
+PostgreSQL: the merged figures are those of one process; the run replays
+parts no worker took (work stealing), shows figures so far at the milestones
+every part has passed, takes over a part whose worker fell silent, and fails
+with a clear error on a part whose stored inputs were changed. Tasks are
+sent to a Redis queue nobody reads, so the run alone replays every part;
+``test_scaleout_workers.py`` has two real workers."""
+
+from __future__ import annotations
+
+import functools
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from queues.engine.parts import milestones
+from queues.engine.replay_records import SimulationResult
+from queues.engine.simulator import Simulator
+from tests.celery_broker import redis_queue
+from whatif import runs as whatif_runs
+from whatif import service as whatif
+from whatif.figures import compare, replay_options
+from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfRun, WhatIfState
+from whatif.scaleout import PartFailed, claim, plan_parts, replay_apart, run_part
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def scenario(cohorts: int = 3, per_queue: int = 40) -> str:
+    """``cohorts`` cohort trees of two queues that borrow from each other,
+    contended for a few minutes."""
+    queues = []
+    for c in range(cohorts):
+        for q in range(2):
+            flavor = "{name: default, resources: [{name: cpu, nominalQuota: 6, borrowingLimit: 6}]}"
+            queues.append(
+                f"  - {{name: cq-{c}-{q}, cohortName: cohort-{c}, "
+                "preemption: {reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}, "
+                f"resourceGroups: [{{coveredResources: [cpu], flavors: [{flavor}]}}]}}"
+            )
+    cohort_rows = "\n".join(f"  - {{name: cohort-{c}}}" for c in range(cohorts))
+    return (
+        "resourceFlavors: [{name: default}]\n"
+        f"cohorts:\n{cohort_rows}\n"
+        "clusterQueues:\n" + "\n".join(queues) + "\n"
+        "generate:\n  seed: 7\n  classes:\n"
+        f"    - {{name: small, countPerQueue: {per_queue}, rate: 0.5, runtime: 20, "
+        "priority: 50, podSets: [{requests: {cpu: 2}}]}\n"
+        f"    - {{name: large, countPerQueue: {per_queue // 4}, rate: 0.1, runtime: 60, "
+        "priority: 200, podSets: [{requests: {cpu: 6}}]}\n"
+    )
+
+
+CHANGES = [
+    {
+        "cluster_queue": "cq-0-0",
+        "field": "nominal_quota",
+        "flavor": "default",
+        "resource": "cpu",
+        "value": "12",
+    }
+]
+
+
+def running_run(**kwargs: Any) -> tuple[WhatIfRun, whatif_runs.Prepared]:
+    run = whatif.create_run(None, source="scenario", changes=CHANGES, scenario=scenario(**kwargs))
+    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.RUNNING)
+    return run, whatif.prepared_for(run)
+
+
+def test_parts_the_run_replays_itself_merge_to_one_processs_figures() -> None:
+    run, prepared = running_run()
+    alone = compare(prepared.today, prepared.proposal, prepared.stream())
+    shown: list[dict[str, Any]] = []
+    with redis_queue():  # the parts' tasks wait where no worker reads
+        apart = compare(
+            prepared.today,
+            prepared.proposal,
+            prepared.stream(),
+            so_far=shown.append,
+            every=0.0,
+            apart=functools.partial(replay_apart, run.pk, parts=2),
+        )
+    assert apart == alone
+    parts = list(ReplayPart.objects.filter(run=run))
+    assert [p.state for p in parts] == [ReplayPartState.DONE] * 2
+    assert sorted(g for p in parts for g in p.groups) == ["cohort-0", "cohort-1", "cohort-2"]
+    # Inputs and results are dropped once merged; who replayed what stays.
+    assert all(bytes(p.replays) == b"" and p.result is None and p.seconds for p in parts)
+    assert not ReplayCheckpoint.objects.exists()
+    # The first part was replayed before the second began: figures so far come
+    # as the second passes each milestone (the first handed them all over).
+    assert shown, "no figures so far"
+    passed = [figures["partial"]["simulated_seconds"] for figures in shown]
+    assert passed == sorted(passed) and len(set(passed)) == len(passed)
+    assert all(figures["recorded"] is None for figures in shown)
+
+
+def test_figures_so_far_from_parts_are_the_whole_replay_stopped_at_a_milestone() -> None:
+    run, prepared = running_run()
+    stream = prepared.stream()
+    seen: dict[float, dict[str, SimulationResult]] = {}
+    with redis_queue():
+        frame, _ = replay_apart(
+            run.pk,
+            {"today": prepared.today},
+            stream.build,
+            replay_options(stream),
+            3,
+            so_far=lambda frame, at, runs: seen.setdefault(at, runs),
+            every=0.0,
+        )
+    assert seen and set(seen) <= set(milestones(frame))
+    whole = Simulator(prepared.today, stream.build(), **replay_options(stream))
+    whole.begin()
+    for at in sorted(seen):
+        whole.advance(at)
+        stopped, merged = whole.snapshot(at), seen[at]["today"]
+        assert merged.records == stopped.records
+        assert merged.totals == stopped.totals
+
+
+def test_a_part_is_claimed_once_and_taken_over_when_its_worker_falls_silent() -> None:
+    run, prepared = running_run()
+    stream = prepared.stream()
+    _, (part, *_) = plan_parts(run.pk, {"today": prepared.today}, stream.build, {}, 2)
+    first = claim(part.pk)
+    assert first is not None and claim(part.pk) is None  # taken: nobody else gets it
+    ReplayPart.objects.filter(pk=part.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    second = claim(part.pk)
+    assert second is not None and second != first
+    assert run_part(part.pk, first) == "taken over"  # the silent worker's claim is gone
+    assert run_part(part.pk, second) == "done"
+    assert ReplayPart.objects.get(pk=part.pk).state == ReplayPartState.DONE
+
+
+def test_a_part_whose_inputs_were_changed_fails_the_run_saying_so() -> None:
+    run, prepared = running_run()
+    stream = prepared.stream()
+    with redis_queue():
+        _, parts = plan_parts(run.pk, {"today": prepared.today}, stream.build, {}, 2)
+        blob = bytearray(parts[1].replays)
+        blob[-1] ^= 1
+        ReplayPart.objects.filter(pk=parts[1].pk).update(replays=bytes(blob))
+        token = claim(parts[1].pk)
+        assert token is not None
+        assert run_part(parts[1].pk, token) == "failed"
+    failed = ReplayPart.objects.get(pk=parts[1].pk)
+    assert failed.state == ReplayPartState.FAILED
+    assert "do not carry Berth's signature" in failed.error
+
+
+def test_a_run_whose_part_fails_ends_failed_naming_the_part(settings: Any) -> None:
+    settings.BERTH_REPLAY_SPLIT_MIN = 1
+    settings.BERTH_REPLAY_WORKERS = 2
+    run, _ = running_run()
+    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.QUEUED)
+    original = ReplayPart.objects.bulk_create
+
+    def tampered(rows: list[ReplayPart], **kwargs: Any) -> list[ReplayPart]:
+        rows[-1].signature = "0" * 64  # as if another secret key had signed it
+        return original(rows, **kwargs)
+
+    with redis_queue(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ReplayPart.objects, "bulk_create", tampered)
+        assert whatif_runs.execute(run.pk) == "failed"
+    run.refresh_from_db()
+    assert "part 1 failed" in run.error and "signature" in run.error
+
+
+def test_small_runs_and_single_trees_are_not_shared_out(settings: Any) -> None:
+    settings.BERTH_REPLAY_WORKERS = 2
+    run, prepared = running_run()
+    stream = prepared.stream()
+    settings.BERTH_REPLAY_SPLIT_MIN = stream.count + 1
+    assert whatif_runs._shared_out(run.pk, prepared, stream) is None
+    settings.BERTH_REPLAY_SPLIT_MIN = stream.count
+    assert whatif_runs._shared_out(run.pk, prepared, stream) is not None
+    single, prepared = running_run(cohorts=1)
+    assert whatif_runs._shared_out(single.pk, prepared, prepared.stream()) is None
+
+
+def test_another_parts_failure_is_raised_not_blamed_on_the_run_s_own_part() -> None:
+    run, prepared = running_run()
+    stream = prepared.stream()
+    _, parts = plan_parts(run.pk, {"today": prepared.today}, stream.build, {}, 2)
+    ReplayPart.objects.filter(pk=parts[1].pk).update(state=ReplayPartState.FAILED, error="boom")
+    token = claim(parts[0].pk)
+    assert token is not None
+
+    def watch() -> None:
+        raise PartFailed("part 1 failed: boom")
+
+    with pytest.raises(PartFailed):
+        run_part(parts[0].pk, token, between=watch)
+    assert ReplayPart.objects.get(pk=parts[0].pk).state == ReplayPartState.RUNNING

@@ -1,0 +1,381 @@
+"""A what-if's replays shared out among the Celery workers.
+
+The replays split into independent groups (``queues.engine.split``), dealt
+into as many parts as there are workers (``queues.engine.parts``), stored as
+``ReplayPart`` rows: the run's task sends one ``replay_part`` task per part
+and then claims parts itself, so one worker is enough and none waits on
+another. Claims are compare-and-set on a token; a part whose worker has not
+beaten for ``STALE_AFTER`` is taken over, and the old worker stops at its next
+beat. Every part's replays hand their figures over at the same milestones,
+which the run merges into its figures so far; at the end it merges the
+parts' results into the whole replays' (identical to one process's).
+
+A part's inputs are engine objects, pickled and signed with the secret key:
+a row changed by anything but Berth is refused, not unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import pickle
+import socket
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from celery import current_app, current_task
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from queues.deferred import send
+from queues.engine.model import Policy, Workload
+from queues.engine.parts import deal, milestones, replay_part
+from queues.engine.replay_records import Frame, SimulationResult, frame_of
+from queues.engine.result_codec import from_json, to_json
+from queues.engine.split import GroupReplay, group_replays, merge
+from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState
+
+log = logging.getLogger(__name__)
+
+REPLAY_PART = "whatif.tasks.replay_part"
+# A part's worker beats this often; silent for STALE_AFTER, its part is taken over.
+BEAT_SECONDS = 1.0
+STALE_AFTER = timedelta(seconds=60)
+# How often the run looks at its parts while it waits for them.
+POLL_SECONDS = 0.25
+
+# What the run is shown at a milestone: the whole replays' frame, the
+# milestone's time and the replays' figures there, by label.
+SoFar = Callable[[Frame, float, dict[str, SimulationResult]], None]
+
+
+class PartFailed(Exception):
+    """A part's replay failed: the run cannot be answered."""
+
+
+class _Unsigned(Exception):
+    """A part's stored inputs fail their signature check."""
+
+
+class _ClaimLost(Exception):
+    """The part was taken over (or its run is over): stop replaying it."""
+
+
+def replay_workers() -> int:
+    """How many parts to deal: ``BERTH_REPLAY_WORKERS``, else the workers
+    that answer a ping, this one included (a worker busy with another task
+    does not answer: it would take its part late, or the run takes it)."""
+    if settings.BERTH_REPLAY_WORKERS:
+        return int(settings.BERTH_REPLAY_WORKERS)
+    if current_app.conf.task_always_eager:
+        return 1
+    try:
+        replies = current_app.control.ping(timeout=0.5) or []
+    except Exception:  # no broker to ask: replay here
+        log.warning("could not count the Celery workers; replaying in one part", exc_info=True)
+        return 1
+    names = {name for reply in replies for name in reply}
+    me = getattr(current_task.request, "hostname", None) if current_task else None
+    if me:
+        names.add(me)
+    return max(1, len(names))
+
+
+def _seal(payload: Any) -> tuple[bytes, str]:
+    blob = zlib.compress(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    return blob, _signature(blob)
+
+
+def _signature(blob: bytes) -> str:
+    return hmac.new(settings.SECRET_KEY.encode(), blob, hashlib.sha256).hexdigest()
+
+
+def _unseal(blob: bytes, signature: str) -> Any:
+    if not hmac.compare_digest(_signature(blob), signature):
+        raise _Unsigned(
+            "its stored inputs do not carry Berth's signature (changed outside Berth, or "
+            "written under another BERTH_SECRET_KEY): ask for the what-if again"
+        )
+    return pickle.loads(zlib.decompress(blob))
+
+
+def plan_parts(
+    run_id: int,
+    policies: Mapping[str, Policy],
+    build: Callable[[], list[tuple[Workload, str]]],
+    options: Mapping[str, Any],
+    parts: int,
+) -> tuple[Frame, list[ReplayPart]]:
+    """Each policy's replay of ``build()`` split into groups and dealt into
+    at most ``parts`` parts, stored queued. ``options`` are the simulator's
+    (``start``, ``horizon``, ``context`` ...)."""
+    replays: dict[tuple[str, str], GroupReplay] = {}
+    frame: Frame | None = None
+    for label, policy in policies.items():
+        stream = build()
+        if frame is None:
+            frame = frame_of(
+                (w for w, _ in stream), start=options.get("start"), horizon=options.get("horizon")
+            )
+        for group, replay in group_replays(policy, stream, **options).items():
+            replays[(label, group)] = replay
+    assert frame is not None, "no policy to replay"
+    sizes: dict[str, int] = {}
+    for (_, group), replay in replays.items():
+        sizes[group] = sizes.get(group, 0) + len(replay.workloads)
+    marks = milestones(frame)
+    rows = []
+    for index, groups in enumerate(deal(sizes, parts)):
+        mine = {key: replay for key, replay in replays.items() if key[1] in groups}
+        blob, signature = _seal((frame, marks, mine))
+        rows.append(
+            ReplayPart(
+                run_id=run_id,
+                index=index,
+                groups=groups,
+                workloads=sum(sizes[g] for g in groups),
+                replays=blob,
+                signature=signature,
+            )
+        )
+    ReplayPart.objects.filter(run_id=run_id).delete()  # a run taken over starts afresh
+    return frame, ReplayPart.objects.bulk_create(rows)
+
+
+def _worker_name() -> str:
+    hostname = getattr(current_task.request, "hostname", None) if current_task else None
+    return str(hostname or socket.gethostname())
+
+
+def claim(part_id: int) -> str | None:
+    """Take a queued part, or one whose worker fell silent; its new token."""
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    taken = ReplayPart.objects.filter(
+        Q(state=ReplayPartState.QUEUED)
+        | Q(state=ReplayPartState.RUNNING, heartbeat_at__lt=now - STALE_AFTER),
+        pk=part_id,
+    ).update(
+        state=ReplayPartState.RUNNING,
+        token=token,
+        worker=_worker_name(),
+        claimed_at=now,
+        heartbeat_at=now,
+        share=0.0,
+    )
+    return token if taken else None
+
+
+def run_part(part_id: int, token: str, between: Callable[[], None] | None = None) -> str:
+    """Replay a claimed part: beat, hand figures over at each milestone, and
+    store the results; ``between`` runs every slice (the run's own watch).
+    Returns ``done``, ``failed`` or ``taken over``."""
+    mine = ReplayPart.objects.filter(pk=part_id, token=token)
+    stored = mine.values_list("replays", "signature").first()
+    if stored is None:
+        return "taken over"
+    started = time.monotonic()
+    last_beat = [started]
+
+    def beat(share: float) -> None:
+        if between is not None:
+            between()
+        now = time.monotonic()
+        if now - last_beat[0] < BEAT_SECONDS:
+            return
+        last_beat[0] = now
+        if not mine.update(heartbeat_at=timezone.now(), share=share):
+            raise _ClaimLost
+
+    def hand_over(index: int, at: float, figures: dict[tuple[str, str], SimulationResult]) -> None:
+        if not mine.filter(state=ReplayPartState.RUNNING).exists():
+            raise _ClaimLost
+        ReplayCheckpoint.objects.bulk_create(
+            [ReplayCheckpoint(part_id=part_id, milestone=index, at=at, figures=_by_label(figures))],
+            ignore_conflicts=True,  # a part taken over hands the same figures over again
+        )
+
+    try:
+        frame, marks, replays = _unseal(bytes(stored[0]), stored[1])
+        results = replay_part(replays, frame, at_milestone=hand_over, between=beat, marks=marks)
+    except _ClaimLost:
+        return "taken over"
+    except PartFailed:  # another part failed (the run's watch): the run ends
+        raise
+    except Exception as exc:  # a part must end, whatever went wrong
+        log.exception("replay part %s failed", part_id)
+        mine.filter(state=ReplayPartState.RUNNING).update(
+            state=ReplayPartState.FAILED, error=str(exc) or repr(exc), finished_at=timezone.now()
+        )
+        return "failed"
+    finished = mine.filter(state=ReplayPartState.RUNNING).update(
+        state=ReplayPartState.DONE,
+        result=_by_label(results),
+        share=1.0,
+        seconds=time.monotonic() - started,
+        finished_at=timezone.now(),
+    )
+    return "done" if finished else "taken over"
+
+
+def _by_label(results: Mapping[tuple[str, str], SimulationResult]) -> dict[str, Any]:
+    out: dict[str, dict[str, Any]] = {}
+    for (label, group), result in results.items():
+        out.setdefault(label, {})[group] = to_json(result)
+    return out
+
+
+def replay_task(part_id: int) -> str:
+    """The ``replay_part`` task: claim the part unless taken, and replay it."""
+    token = claim(part_id)
+    if token is None:
+        return "skipped"
+    return run_part(part_id, token)
+
+
+class _Watch:
+    """The run's view of its parts while they replay: progress, failures,
+    and figures so far at the last milestone every part has handed over."""
+
+    def __init__(
+        self,
+        run_id: int,
+        frame: Frame,
+        progress: Callable[[float], None] | None,
+        so_far: SoFar | None,
+        every: float,
+    ) -> None:
+        self.run_id = run_id
+        self.frame = frame
+        self.marks = milestones(frame)
+        self.progress = progress
+        self.so_far = so_far
+        self.every = every
+        self.shown = -1  # the last milestone shown
+        self.looked = -float("inf")
+        self.last_reading = -float("inf")
+        self.wait = every
+        self.done = False
+
+    def __call__(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.looked < min(POLL_SECONDS, self.every):
+            return
+        self.looked = now
+        parts = list(
+            ReplayPart.objects.filter(run_id=self.run_id).values_list(
+                "index", "state", "workloads", "share", "error"
+            )
+        )
+        failed = [(index, error) for index, state, _, _, error in parts if state == "failed"]
+        if failed:
+            index, error = failed[0]
+            raise PartFailed(f"part {index} failed: {error}")
+        self.done = bool(parts) and all(state == "done" for _, state, _, _, _ in parts)
+        total = sum(workloads for _, _, workloads, _, _ in parts) or 1
+        if self.progress is not None:
+            self.progress(sum(w * share for _, _, w, share, _ in parts) / total)
+        if self.so_far is not None and not self.done and now - self.last_reading >= self.wait:
+            self._figures_so_far(len(parts))
+
+    def _figures_so_far(self, parts: int) -> None:
+        handed: dict[int, int] = {}
+        checkpoints = ReplayCheckpoint.objects.filter(part__run_id=self.run_id)
+        for milestone in checkpoints.values_list("milestone", flat=True):
+            handed[milestone] = handed.get(milestone, 0) + 1
+        ready = [m for m, count in handed.items() if count == parts and m > self.shown]
+        if not ready:
+            return
+        began = time.monotonic()
+        milestone = max(ready)
+        by_label: dict[str, dict[str, SimulationResult]] = {}
+        for figures in checkpoints.filter(milestone=milestone).values_list("figures", flat=True):
+            for label, groups in figures.items():
+                for group, data in groups.items():
+                    by_label.setdefault(label, {})[group] = from_json(data)
+        assert self.so_far is not None
+        merged = {label: merge(groups) for label, groups in by_label.items()}
+        self.so_far(self.frame, self.marks[milestone], merged)
+        checkpoints.filter(milestone__lte=milestone).delete()
+        self.shown = milestone
+        self.last_reading = time.monotonic()
+        # Reading costs the merge and the figures: never more than a fifth of the time.
+        self.wait = max(self.every, 4 * (self.last_reading - began))
+
+
+def replay_apart(
+    run_id: int,
+    policies: Mapping[str, Policy],
+    build: Callable[[], list[tuple[Workload, str]]],
+    options: Mapping[str, Any],
+    parts: int,
+    *,
+    progress: Callable[[float], None] | None = None,
+    so_far: SoFar | None = None,
+    every: float = 2.0,
+) -> tuple[Frame, dict[str, SimulationResult]]:
+    """Each policy's replay of ``build()``, by label, replayed in parts by
+    the workers and by this one, merged. ``progress`` gets the share done
+    (0..1); ``so_far`` the frame, a milestone's time and the replays'
+    figures there."""
+    frame, rows = plan_parts(run_id, policies, build, options, parts)
+    for row in rows:
+        send(REPLAY_PART, row.pk, stored=f"what-if run {run_id} part {row.index}: stored")
+    watch = _Watch(run_id, frame, progress, so_far, every)
+    try:
+        while True:
+            mine = _claim_any(run_id)
+            if mine is not None:
+                run_part(mine[0], mine[1], between=watch)
+                continue
+            watch(force=True)
+            if watch.done:
+                break
+            time.sleep(POLL_SECONDS)
+        return frame, _merged(run_id)
+    finally:
+        ReplayCheckpoint.objects.filter(part__run_id=run_id).delete()
+        # Keep who replayed what and for how long; drop the inputs and results.
+        ReplayPart.objects.filter(run_id=run_id).update(replays=b"", signature="", result=None)
+
+
+def _claim_any(run_id: int) -> tuple[int, str] | None:
+    """A part of the run no one replays (queued, or its worker silent)."""
+    stale = timezone.now() - STALE_AFTER
+    waiting = ReplayPart.objects.filter(
+        Q(state=ReplayPartState.QUEUED) | Q(state=ReplayPartState.RUNNING, heartbeat_at__lt=stale),
+        run_id=run_id,
+    ).order_by("index")
+    for part_id in waiting.values_list("pk", flat=True):
+        token = claim(part_id)
+        if token is not None:
+            return part_id, token
+    return None
+
+
+def _merged(run_id: int) -> dict[str, SimulationResult]:
+    by_label: dict[str, dict[str, SimulationResult]] = {}
+    for result in ReplayPart.objects.filter(run_id=run_id).values_list("result", flat=True):
+        for label, groups in (result or {}).items():
+            for group, data in groups.items():
+                by_label.setdefault(label, {})[group] = from_json(data)
+    return {label: merge(groups) for label, groups in by_label.items()}
+
+
+__all__ = [
+    "REPLAY_PART",
+    "PartFailed",
+    "SoFar",
+    "claim",
+    "plan_parts",
+    "replay_apart",
+    "replay_task",
+    "replay_workers",
+    "run_part",
+]
