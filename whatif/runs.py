@@ -38,7 +38,7 @@ from whatif.proposal import (
     policy_document,
     proposal_policy,
 )
-from whatif.scaleout import replay_apart, replay_workers
+from whatif.scaleout import PartFailed, replay_apart, replay_workers
 from whatif.stream import (
     Stream,
     recorded_stream,
@@ -469,6 +469,8 @@ def execute(run_id: int) -> str:
     except PolicyInvalid as exc:
         message = "\n".join(f"{e.field}: {e.message}" for e in exc.errors)
         return _finish(run_id, WhatIfState.FAILED, error=f"the run can no longer start:\n{message}")
+    except PartFailed as exc:  # shared out: one part's replay failed
+        return _finish(run_id, WhatIfState.FAILED, error=f"the simulation failed: {exc}")
     except Exception as exc:  # a run must end, whatever went wrong
         log.exception("what-if run %s failed", run_id)
         return _finish(run_id, WhatIfState.FAILED, error=f"the simulation failed: {exc!r}")

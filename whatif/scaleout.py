@@ -327,6 +327,19 @@ def replay_apart(
     frame, rows = plan_parts(run_id, policies, build, options, parts)
     for row in rows:
         send(REPLAY_PART, row.pk, stored=f"what-if run {run_id} part {row.index}: stored")
+    return frame, gather(run_id, frame, progress=progress, so_far=so_far, every=every)
+
+
+def gather(
+    run_id: int,
+    frame: Frame,
+    *,
+    progress: Callable[[float], None] | None = None,
+    so_far: SoFar | None = None,
+    every: float = 2.0,
+) -> dict[str, SimulationResult]:
+    """Replay the run's parts no worker replays, watch the others, and merge
+    them all once done (by label). Raises PartFailed if one fails."""
     watch = _Watch(run_id, frame, progress, so_far, every)
     try:
         while True:
@@ -338,7 +351,7 @@ def replay_apart(
             if watch.done:
                 break
             time.sleep(POLL_SECONDS)
-        return frame, _merged(run_id)
+        return _merged(run_id)
     finally:
         ReplayCheckpoint.objects.filter(part__run_id=run_id).delete()
         # Keep who replayed what and for how long; drop the inputs and results.
@@ -373,6 +386,7 @@ __all__ = [
     "PartFailed",
     "SoFar",
     "claim",
+    "gather",
     "plan_parts",
     "replay_apart",
     "replay_task",

@@ -23,7 +23,7 @@ from whatif import runs as whatif_runs
 from whatif import service as whatif
 from whatif.figures import compare, replay_options
 from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfRun, WhatIfState
-from whatif.scaleout import PartFailed, claim, plan_parts, replay_apart, run_part
+from whatif.scaleout import PartFailed, claim, gather, plan_parts, replay_apart, run_part
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -152,22 +152,19 @@ def test_a_part_whose_inputs_were_changed_fails_the_run_saying_so() -> None:
     assert "do not carry Berth's signature" in failed.error
 
 
-def test_a_run_whose_part_fails_ends_failed_naming_the_part(settings: Any) -> None:
-    settings.BERTH_REPLAY_SPLIT_MIN = 1
-    settings.BERTH_REPLAY_WORKERS = 2
-    run, _ = running_run()
-    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.QUEUED)
-    original = ReplayPart.objects.bulk_create
-
-    def tampered(rows: list[ReplayPart], **kwargs: Any) -> list[ReplayPart]:
-        rows[-1].signature = "0" * 64  # as if another secret key had signed it
-        return original(rows, **kwargs)
-
-    with redis_queue(), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ReplayPart.objects, "bulk_create", tampered)
-        assert whatif_runs.execute(run.pk) == "failed"
-    run.refresh_from_db()
-    assert "part 1 failed" in run.error and "signature" in run.error
+def test_a_failed_part_ends_the_gathering_naming_the_part() -> None:
+    run, prepared = running_run()
+    stream = prepared.stream()
+    frame, parts = plan_parts(run.pk, {"today": prepared.today}, stream.build, {}, 2)
+    ReplayPart.objects.filter(pk=parts[1].pk).update(
+        state=ReplayPartState.FAILED, error="its stored inputs do not carry Berth's signature"
+    )
+    with pytest.raises(PartFailed, match="part 1 failed: its stored inputs"):
+        gather(run.pk, frame)
+    # The run stopped replaying its own part once it saw the failure; the
+    # parts' inputs are dropped.
+    assert ReplayPart.objects.get(pk=parts[0].pk).state == ReplayPartState.RUNNING
+    assert not ReplayPart.objects.filter(run=run).exclude(replays=b"").exists()
 
 
 def test_small_runs_and_single_trees_are_not_shared_out(settings: Any) -> None:
