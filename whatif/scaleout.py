@@ -16,6 +16,7 @@ a row changed by anything but Berth is refused, not unpickled.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
@@ -36,7 +37,7 @@ from django.utils import timezone
 from queues.deferred import send
 from queues.engine.model import Policy, Workload
 from queues.engine.parts import deal, milestones, replay_part
-from queues.engine.replay_records import Frame, SimulationResult, frame_of
+from queues.engine.replay_records import Frame, SimulationResult, WorkloadRecord, frame_of
 from queues.engine.result_codec import from_json, to_json
 from queues.engine.split import GroupReplay, group_replays, merge
 from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState
@@ -49,6 +50,7 @@ BEAT_SECONDS = 1.0
 STALE_AFTER = timedelta(seconds=60)
 # How often the run looks at its parts while it waits for them.
 POLL_SECONDS = 0.25
+SERIES = ("usage", "pending", "borrowed")
 
 # What the run is shown at a milestone: the whole replays' frame, the
 # milestone's time and the replays' figures there, by label.
@@ -126,12 +128,17 @@ def plan_parts(
         for group, replay in group_replays(policy, stream, **options).items():
             replays[(label, group)] = replay
     assert frame is not None, "no policy to replay"
-    sizes: dict[str, int] = {}
+    sizes: dict[str, int] = {}  # a group's workloads (the most any policy's replay has)
+    costs: dict[str, int] = {}
     for (_, group), replay in replays.items():
-        sizes[group] = sizes.get(group, 0) + len(replay.workloads)
+        count = len(replay.workloads)
+        sizes[group] = max(sizes.get(group, 0), count)
+        # A tree's replay costs about the square of its workloads (every change
+        # in it nominates its blocked heads again): parts are balanced on that.
+        costs[group] = costs.get(group, 0) + count * count
     marks = milestones(frame)
     rows = []
-    for index, groups in enumerate(deal(sizes, parts)):
+    for index, groups in enumerate(deal(costs, parts)):
         mine = {key: replay for key, replay in replays.items() if key[1] in groups}
         blob, signature = _seal((frame, marks, mine))
         rows.append(
@@ -193,11 +200,20 @@ def run_part(part_id: int, token: str, between: Callable[[], None] | None = None
         if not mine.update(heartbeat_at=timezone.now(), share=share):
             raise _ClaimLost
 
+    # The records this part has handed over finished: they change no more.
+    settled: dict[tuple[str, str], set[str]] = {}
+
     def hand_over(index: int, at: float, figures: dict[tuple[str, str], SimulationResult]) -> None:
         if not mine.filter(state=ReplayPartState.RUNNING).exists():
             raise _ClaimLost
+        handed = {}
+        for key, result in figures.items():
+            done = settled.setdefault(key, set())
+            fresh = {k: r for k, r in result.records.items() if k not in done}
+            done.update(k for k, r in fresh.items() if r.finished is not None)
+            handed[key] = _figures_only(result, fresh)
         ReplayCheckpoint.objects.bulk_create(
-            [ReplayCheckpoint(part_id=part_id, milestone=index, at=at, figures=_by_label(figures))],
+            [ReplayCheckpoint(part_id=part_id, milestone=index, at=at, figures=_by_label(handed))],
             ignore_conflicts=True,  # a part taken over hands the same figures over again
         )
 
@@ -222,6 +238,15 @@ def run_part(part_id: int, token: str, between: Callable[[], None] | None = None
         finished_at=timezone.now(),
     )
     return "done" if finished else "taken over"
+
+
+def _figures_only(result: SimulationResult, records: dict[str, Any]) -> SimulationResult:
+    """What figures so far need of a replay stopped at a milestone: its
+    records new or changed since the last one (a finished record is handed
+    over once), its usage and counts; not its charts or admission log, which
+    only the answer shows."""
+    series = {"t": [], "resource": result.series["resource"], **{k: {} for k in SERIES}}
+    return dataclasses.replace(result, records=records, series=series, admission_log=[])
 
 
 def _by_label(results: Mapping[tuple[str, str], SimulationResult]) -> dict[str, Any]:
@@ -262,6 +287,9 @@ class _Watch:
         self.last_reading = -float("inf")
         self.wait = every
         self.done = False
+        # Every record handed over so far, by label and group (a milestone
+        # hands over only those new or changed since the one before).
+        self.records: dict[tuple[str, str], dict[str, WorkloadRecord]] = {}
 
     def __call__(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -294,11 +322,18 @@ class _Watch:
             return
         began = time.monotonic()
         milestone = max(ready)
-        by_label: dict[str, dict[str, SimulationResult]] = {}
-        for figures in checkpoints.filter(milestone=milestone).values_list("figures", flat=True):
+        latest: dict[tuple[str, str], SimulationResult] = {}
+        unread = checkpoints.filter(milestone__gt=self.shown, milestone__lte=milestone)
+        for figures in unread.order_by("milestone").values_list("figures", flat=True):
             for label, groups in figures.items():
                 for group, data in groups.items():
-                    by_label.setdefault(label, {})[group] = from_json(data)
+                    result = from_json(data)
+                    self.records.setdefault((label, group), {}).update(result.records)
+                    latest[(label, group)] = result
+        by_label: dict[str, dict[str, SimulationResult]] = {}
+        for (label, group), result in latest.items():
+            records = self.records[(label, group)]
+            by_label.setdefault(label, {})[group] = dataclasses.replace(result, records=records)
         assert self.so_far is not None
         merged = {label: merge(groups) for label, groups in by_label.items()}
         self.so_far(self.frame, self.marks[milestone], merged)
@@ -354,6 +389,11 @@ def gather(
         return _merged(run_id)
     finally:
         ReplayCheckpoint.objects.filter(part__run_id=run_id).delete()
+        # A run that ends early ends its parts: a worker still replaying one
+        # stops at its next beat, and none takes them up later.
+        ReplayPart.objects.filter(
+            run_id=run_id, state__in=[ReplayPartState.QUEUED, ReplayPartState.RUNNING]
+        ).update(state=ReplayPartState.FAILED, token="", error="the run ended before it was done")
         # Keep who replayed what and for how long; drop the inputs and results.
         ReplayPart.objects.filter(run_id=run_id).update(replays=b"", signature="", result=None)
 

@@ -1,6 +1,6 @@
 """A split replay shared out among workers: its groups' replays (under one or
 more policies: ``queues.engine.split.GroupReplay``) dealt into as many parts
-as there are workers, balanced by workloads, each part replayed by one worker
+as there are workers, balanced by cost, each part replayed by one worker
 with its replays advancing together on the simulated clock.
 
 So that figures so far can be read while the parts run apart, every part
@@ -33,9 +33,9 @@ Key = TypeVar("Key", bound=Hashable)
 
 
 def deal(sizes: Mapping[str, int], parts: int) -> list[list[str]]:
-    """The groups dealt into at most ``parts`` parts, biggest group first to
-    the part holding fewest workloads so far; no part is empty. Parts come
-    biggest first, their groups by name."""
+    """The groups dealt into at most ``parts`` parts by size (what replaying
+    them costs, roughly), biggest group first to the lightest part so far; no
+    part is empty. Parts come biggest first, their groups by name."""
     count = max(1, min(parts, len(sizes)))
     dealt: list[tuple[int, list[str]]] = [(0, []) for _ in range(count)]
     for group in sorted(sizes, key=lambda g: (-sizes[g], g)):

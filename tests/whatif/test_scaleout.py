@@ -20,6 +20,7 @@ from queues.engine.replay_records import SimulationResult
 from queues.engine.simulator import Simulator
 from tests.celery_broker import redis_queue
 from whatif import runs as whatif_runs
+from whatif import scaleout
 from whatif import service as whatif
 from whatif.figures import compare, replay_options
 from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfRun, WhatIfState
@@ -122,6 +123,29 @@ def test_figures_so_far_from_parts_are_the_whole_replay_stopped_at_a_milestone()
         assert merged.totals == stopped.totals
 
 
+def test_figures_so_far_read_late_hold_every_record_handed_over_before() -> None:
+    # A milestone hands over only the records new or changed since the last:
+    # the run, reading the last one after skipping the others, still has all.
+    run, prepared = running_run()
+    stream = prepared.stream()
+    options = replay_options(stream)
+    frame, parts = plan_parts(run.pk, {"today": prepared.today}, stream.build, options, 3)
+    for part in parts:
+        token = claim(part.pk)
+        assert token is not None and run_part(part.pk, token) == "done"
+    seen: dict[str, SimulationResult] = {}
+    watch = scaleout._Watch(run.pk, frame, None, lambda f, at, runs: seen.update(runs), 0.0)
+    watch._figures_so_far(len(parts))
+    last = milestones(frame)[-1]
+    whole = Simulator(prepared.today, stream.build(), **options)
+    whole.begin()
+    whole.advance(last)
+    stopped = whole.snapshot(last)
+    assert seen["today"].records == stopped.records
+    assert seen["today"].totals == stopped.totals
+    assert any(r.finished is not None for r in stopped.records.values())
+
+
 def test_a_part_is_claimed_once_and_taken_over_when_its_worker_falls_silent() -> None:
     run, prepared = running_run()
     stream = prepared.stream()
@@ -161,9 +185,11 @@ def test_a_failed_part_ends_the_gathering_naming_the_part() -> None:
     )
     with pytest.raises(PartFailed, match="part 1 failed: its stored inputs"):
         gather(run.pk, frame)
-    # The run stopped replaying its own part once it saw the failure; the
-    # parts' inputs are dropped.
-    assert ReplayPart.objects.get(pk=parts[0].pk).state == ReplayPartState.RUNNING
+    # The run stopped replaying its own part once it saw the failure and ended
+    # it: no worker takes it up later. The parts' inputs are dropped.
+    ended = ReplayPart.objects.get(pk=parts[0].pk)
+    assert ended.state == ReplayPartState.FAILED and "run ended" in ended.error
+    assert claim(parts[0].pk) is None
     assert not ReplayPart.objects.filter(run=run).exclude(replays=b"").exists()
 
 
