@@ -451,6 +451,27 @@ def whatif_page(request: HttpRequest) -> HttpResponse:
     return page(request, "frontend/whatif.html", context, nav="whatif")
 
 
+def parts_shown(run: WhatIfRun) -> list[dict[str, Any]]:
+    """A run shared out among the workers: each part's cohort trees, size,
+    and who replayed it for how long (or how far it has come)."""
+    shown = []
+    for part in run.parts.order_by("index"):
+        names = list(part.groups)
+        trees = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        shown.append(
+            {
+                "number": part.index + 1,
+                "trees": f"{len(names)} cohort tree{'s' if len(names) != 1 else ''} ({trees})",
+                "workloads": part.workloads,
+                "state": part.state,
+                "worker": part.worker or "—",
+                "seconds": part.seconds,
+                "percent": int(part.share * 100),
+            }
+        )
+    return shown
+
+
 @login_required
 def whatif_run(request: HttpRequest, run_id: int) -> HttpResponse:
     _admin_only(request)
@@ -464,6 +485,7 @@ def whatif_run(request: HttpRequest, run_id: int) -> HttpResponse:
         "run": run,
         "changes": whatif.describe_changes(run.changes),
         "stale": stale,
+        "parts": parts_shown(run),
         "elapsed": (run.finished_at - run.started_at).total_seconds()
         if run.finished_at and run.started_at
         else None,

@@ -21,9 +21,9 @@ from controlplane import urls as site_urls
 from frontend.views import whatif as views
 from queues.display import duration
 from tests.jobs.conftest import GPU, Org, org
-from tests.whatif.test_whatif_task import SCENARIO, congested, raise_research
+from tests.whatif.test_whatif_task import SCENARIO, congested, raise_research, running_run
 from whatif import service as whatif
-from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
+from whatif.models import ReplayPart, ReplayPartState, WhatIfRun, WhatIfSource, WhatIfState
 from whatif.runs import write_so_far
 
 __all__ = ["congested", "org"]
@@ -374,14 +374,7 @@ def test_a_window_without_a_whole_hour_says_why_the_dashboard_is_not_beside_it(o
 def test_a_running_run_shows_its_figures_so_far_refined_until_the_answer(
     org: Org, congested: dict[str, datetime], django_capture_on_commit_callbacks: Any
 ) -> None:
-    with django_capture_on_commit_callbacks():
-        run = whatif.create_run(
-            org.users["admin"],
-            source="window",
-            window_start=congested["start"],
-            changes=raise_research(),
-        )
-    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.RUNNING)
+    run = running_run(org, congested, django_capture_on_commit_callbacks)
     prepared = whatif.prepared_for(run)
     admin = browser(org, "admin")
     write = write_so_far(run.pk)
@@ -418,3 +411,40 @@ def test_a_running_run_shows_its_figures_so_far_refined_until_the_answer(
     assert WhatIfRun.objects.get(pk=run.pk).result == final
     done = html(admin.get(f"/whatif/{run.pk}/"))
     assert 'id="whatif-so-far"' not in done and "data-live-page" not in done
+
+
+def test_a_shared_out_run_says_which_worker_replayed_which_trees(
+    org: Org, finished_run: WhatIfRun
+) -> None:
+    ReplayPart.objects.bulk_create(
+        [
+            ReplayPart(
+                run=finished_run,
+                index=0,
+                groups=["cohort-0", "cohort-3", "cohort-5", "cohort-8"],
+                workloads=51_234,
+                state=ReplayPartState.DONE,
+                worker="celery@worker-a",
+                seconds=44.3,
+            ),
+            ReplayPart(
+                run=finished_run,
+                index=1,
+                groups=["serving"],
+                workloads=812,
+                state=ReplayPartState.RUNNING,
+                worker="celery@worker-b",
+                share=0.374,
+            ),
+        ]
+    )
+    page = html(browser(org, "admin").get(f"/whatif/{finished_run.pk}/"))
+    assert "Shared out among the workers in 2 parts" in page
+    assert (
+        '<li data-part="1">Part 1, 4 cohort trees (cohort-0, cohort-3, cohort-5 and 1 more), '
+        "51,234 workloads: replayed by celery@worker-a in 44 s</li>"
+    ) in page
+    assert (
+        '<li data-part="2">Part 2, 1 cohort tree (serving), 812 workloads: '
+        "celery@worker-b replaying, 37%</li>"
+    ) in page
