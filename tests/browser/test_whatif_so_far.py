@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from queues.display import duration
 from tests.browser.conftest import login, screenshot
 from tests.jobs.conftest import Org, org
-from tests.whatif.test_whatif_task import congested, raise_research
+from tests.whatif.test_whatif_task import congested, running_run
 from whatif import service as whatif
 from whatif.models import WhatIfRun, WhatIfState
 from whatif.runs import write_so_far
@@ -32,14 +32,7 @@ def test_a_running_run_shows_its_figures_so_far_then_the_answer(
     congested: dict[str, datetime],
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    with django_capture_on_commit_callbacks():
-        run = whatif.create_run(
-            org.users["admin"],
-            source="window",
-            window_start=congested["start"],
-            changes=raise_research(),
-        )
-    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.RUNNING, progress=10)
+    run = running_run(org, congested, django_capture_on_commit_callbacks, progress=10)
     prepared = whatif.prepared_for(run)
     readings: list[dict[str, Any]] = []
     ticks = iter(range(1_000_000))

@@ -101,6 +101,21 @@ def raise_research(value: str = "48") -> list[dict[str, str]]:
     ]
 
 
+def running_run(org: Org, congested: dict[str, datetime], capture: Any, **fields: Any) -> WhatIfRun:
+    """An admin's run over the congested window with research raised, as a
+    worker holds it once claimed (running; ``fields`` set too); ``capture`` is
+    ``django_capture_on_commit_callbacks``, so its task is not sent."""
+    with capture():
+        run = whatif.create_run(
+            org.users["admin"],
+            source="window",
+            window_start=congested["start"],
+            changes=raise_research(),
+        )
+    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.RUNNING, **fields)
+    return run
+
+
 def queue_row(result: dict[str, Any], name: str) -> dict[str, Any]:
     return next(q for q in result["queues"] if q["cluster_queue"] == name)
 
@@ -306,14 +321,7 @@ def test_a_run_whose_inputs_no_longer_hold_fails_with_the_reason(
 def test_progress_is_written_at_most_every_half_second_while_running(
     org: Org, congested: dict[str, datetime], django_capture_on_commit_callbacks: Any
 ) -> None:
-    with django_capture_on_commit_callbacks():
-        run = whatif.create_run(
-            org.users["admin"],
-            source="window",
-            window_start=congested["start"],
-            changes=raise_research(),
-        )
-    WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.RUNNING)
+    run = running_run(org, congested, django_capture_on_commit_callbacks)
     clock = iter([0.0, 0.1, 0.6, 0.7, 5.0])
     writer = whatif.ProgressWriter(run.pk, clock=lambda: next(clock))
     seen = []
