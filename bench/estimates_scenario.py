@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import statistics
 import sys
 import time
@@ -94,6 +95,9 @@ def main() -> int:
     parser.add_argument("scenario", nargs="?", default=str(ROOT / "scenarios" / "demo-day.yaml"))
     parser.add_argument("--every", type=int, default=5, help="estimate every n-th arrival")
     parser.add_argument("--no-arrivals", action="store_true", help="assume nothing more arrives")
+    parser.add_argument(
+        "--dump", metavar="FILE", help="write every estimate and its outcome to FILE (JSON lines)"
+    )
     args = parser.parse_args()
 
     scenario = load(args.scenario)
@@ -129,6 +133,11 @@ def main() -> int:
         if estimate.latest <= asked_at + slack:
             fits_said += 1
             fits_right += admitted <= asked_at + slack
+    if args.dump:
+        with Path(args.dump).open("w") as out:
+            for key, (asked_at, estimate) in simulator.asked.items():
+                row = [key, asked_at, estimate.earliest, estimate.latest]
+                out.write(json.dumps([*row, result.records[key].first_admitted]) + "\n")
     asked = len(simulator.asked)
     judged = asked - unknown - never_admitted
     median = statistics.median(errors) if errors else None
