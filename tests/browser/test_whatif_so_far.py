@@ -16,7 +16,7 @@ from tests.browser.conftest import login, screenshot
 from tests.jobs.conftest import Org, org
 from tests.whatif.test_whatif_task import congested, running_run
 from whatif import service as whatif
-from whatif.models import WhatIfRun, WhatIfState
+from whatif.models import ReplayPart, WhatIfRun, WhatIfState
 from whatif.runs import write_so_far
 
 pytestmark = pytest.mark.browser
@@ -47,6 +47,29 @@ def test_a_running_run_shows_its_figures_so_far_then_the_answer(
     assert len(readings) >= 2
     write = write_so_far(run.pk)
     write(readings[0])
+    # As if shared out: one part replayed, one still replaying on another worker.
+    _, replaying = ReplayPart.objects.bulk_create(
+        [
+            ReplayPart(
+                run=run,
+                index=0,
+                groups=["research"],
+                workloads=12,
+                state="done",
+                worker="celery@worker-a",
+                seconds=1.4,
+            ),
+            ReplayPart(
+                run=run,
+                index=1,
+                groups=["serving"],
+                workloads=2,
+                state="running",
+                worker="celery@worker-b",
+                share=0.42,
+            ),
+        ]
+    )
 
     login(page, "root", "root-password")
     page.goto(f"/whatif/{run.pk}/")
@@ -56,6 +79,11 @@ def test_a_running_run_shows_its_figures_so_far_then_the_answer(
     totals = page.locator("#whatif-totals")
     expect(totals.locator('tr[data-metric="never_admitted"] td').first).to_have_text(
         "not admitted yet"
+    )
+    parts = page.locator("#whatif-parts li")
+    expect(parts).to_have_count(2)
+    expect(parts.nth(1)).to_have_text(
+        "Part 2, 1 cohort tree (serving), 2 workloads: celery@worker-b replaying, 42%"
     )
     text = page.locator("main").inner_text()
     assert not RAW_FLOAT.search(text), RAW_FLOAT.findall(text)
@@ -70,11 +98,15 @@ def test_a_running_run_shows_its_figures_so_far_then_the_answer(
         timeout=8000,
     )
 
+    ReplayPart.objects.filter(pk=replaying.pk).update(state="done", seconds=2.0, share=1.0)
     WhatIfRun.objects.filter(pk=run.pk).update(
         state=WhatIfState.SUCCEEDED, result=final, progress=100
     )
     expect(page.locator("[data-state]")).to_have_text("succeeded", timeout=8000)
     expect(page.locator("#whatif-so-far")).to_have_count(0)
+    expect(parts.nth(1)).to_have_text(
+        "Part 2, 1 cohort tree (serving), 2 workloads: replayed by celery@worker-b in 2 s"
+    )
     expect(totals.locator('tr[data-metric="never_admitted"] td').first).to_have_text(
         "never admitted"
     )
