@@ -14,11 +14,35 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from queues.engine.model import Policy
 from queues.engine.quota import QuotaTree
 
 # The group of every queue when nothing can be told apart.
 EVERYTHING = "*"
+
+
+def node_sharers(
+    policy: Policy, root_of: Mapping[str, str], shares_nodes: Callable[[str], bool]
+) -> dict[str, set[str]]:
+    """Per flavor whose nodes are shared (``shares_nodes``), the cohort trees
+    (root names, from ``root_of`` per ClusterQueue) with a queue that can use it."""
+    sharers: dict[str, set[str]] = {}
+    for name, queue in policy.cluster_queues.items():
+        for group in queue.resource_groups:
+            for quotas in group.flavors:
+                if shares_nodes(quotas.flavor):
+                    sharers.setdefault(quotas.flavor, set()).add(root_of[name])
+    return sharers
+
+
+def _topology_aware(policy: Policy) -> Callable[[str], bool]:
+    def aware(name: str) -> bool:
+        flavor = policy.flavors.get(name)
+        return flavor is not None and bool(flavor.topology_name)
+
+    return aware
 
 
 def independent_groups(policy: Policy, tree: QuotaTree | None = None) -> dict[str, str]:
@@ -39,15 +63,10 @@ def independent_groups(policy: Policy, tree: QuotaTree | None = None) -> dict[st
             root = parent[root]
         return root
 
-    sharing: dict[str, str] = {}  # topology-aware flavor -> a root using it
-    for name, queue in sorted(policy.cluster_queues.items()):
-        for group in queue.resource_groups:
-            for quotas in group.flavors:
-                flavor = policy.flavors.get(quotas.flavor)
-                if flavor is None or not flavor.topology_name:
-                    continue
-                first = sharing.setdefault(quotas.flavor, root_of[name])
-                a, b = find(first), find(root_of[name])
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
+    for roots in node_sharers(policy, root_of, _topology_aware(policy)).values():
+        first, *others = sorted(roots)
+        for other in others:
+            a, b = find(first), find(other)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
     return {name: find(root) for name, root in root_of.items()}

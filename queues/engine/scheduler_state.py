@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from queues.engine.admission_fairness import UsageLedger, local_queue_of
-from queues.engine.groups import independent_groups
+from queues.engine.groups import independent_groups, node_sharers
 from queues.engine.model import (
     CheckState,
     ClusterQueue,
@@ -67,15 +67,11 @@ class SchedulerState:
         # Cohort trees share no quota but may share nodes: per topology-aware
         # flavor, the trees with a queue that can use it. What one places on
         # those nodes changes what fits for the others.
-        self._node_sharers: dict[str, set[str]] = {}
-        if self.placer is not None:
-            for name, queue in policy.cluster_queues.items():
-                for resources in queue.resource_groups:
-                    for flavor in resources.flavors:
-                        if self.placer.handles(flavor.flavor):
-                            self._node_sharers.setdefault(flavor.flavor, set()).add(
-                                self._root_of[name]
-                            )
+        self._node_sharers = (
+            node_sharers(policy, self._root_of, self.placer.handles)
+            if self.placer is not None
+            else {}
+        )
         # Holding quota without an admission time: victim search orders them by
         # the clock, so no nomination is reused while there are any.
         self.unstamped: set[str] = set()
