@@ -17,7 +17,6 @@ a row changed by anything but Berth is refused, not unpickled.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import hmac
 import logging
 import pickle
@@ -32,25 +31,30 @@ from typing import Any
 from celery import current_app, current_task
 from django.conf import settings
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from queues.deferred import send
 from queues.engine.model import Policy, Workload
 from queues.engine.parts import deal, milestones, replay_part
 from queues.engine.replay_records import Frame, SimulationResult, WorkloadRecord, frame_of
 from queues.engine.result_codec import from_json, to_json
-from queues.engine.split import GroupReplay, group_replays, merge
-from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState
+from queues.engine.split import SERIES_KINDS, GroupReplay, group_replays, merge
+from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfState
 
 log = logging.getLogger(__name__)
 
 REPLAY_PART = "whatif.tasks.replay_part"
-# A part's worker beats this often; silent for STALE_AFTER, its part is taken over.
+# A part's worker beats this often (between slices of simulated time); silent
+# for STALE_AFTER, its part is taken over. Beats and their checks use the
+# database's clock, so workers' clocks need not agree.
 BEAT_SECONDS = 1.0
-STALE_AFTER = timedelta(seconds=60)
+STALE_AFTER = timedelta(minutes=5)
 # How often the run looks at its parts while it waits for them.
 POLL_SECONDS = 0.25
-SERIES = ("usage", "pending", "borrowed")
+# What an unfinished part of a run that ended says (the run page words it so).
+ENDED_WITH_THE_RUN = "the run ended before it was replayed"
 
 # What the run is shown at a milestone: the whole replays' frame, the
 # milestone's time and the replays' figures there, by label.
@@ -65,18 +69,24 @@ class _Unsigned(Exception):
     """A part's stored inputs fail their signature check."""
 
 
+class _WatchFailed(Exception):
+    """The run's own watch failed while it replayed a part: not the part's fault."""
+
+
 class _ClaimLost(Exception):
     """The part was taken over (or its run is over): stop replaying it."""
 
 
 def replay_workers() -> int:
-    """How many parts to deal: ``BERTH_REPLAY_WORKERS``, else the workers
-    that answer a ping, this one included (a worker busy with another task
-    does not answer: it would take its part late, or the run takes it)."""
+    """How many parts to deal: one with no broker (tasks run here);
+    ``BERTH_REPLAY_WORKERS``; else the worker nodes that answer a ping, this
+    one included. A solo-pool worker busy with a task does not answer, and a
+    node counts once however many processes its pool has: set
+    ``BERTH_REPLAY_WORKERS`` to the processes there are."""
+    if current_app.conf.task_always_eager:  # tasks run here, one after another
+        return 1
     if settings.BERTH_REPLAY_WORKERS:
         return int(settings.BERTH_REPLAY_WORKERS)
-    if current_app.conf.task_always_eager:
-        return 1
     try:
         replies = current_app.control.ping(timeout=0.5) or []
     except Exception:  # no broker to ask: replay here
@@ -89,17 +99,21 @@ def replay_workers() -> int:
     return max(1, len(names))
 
 
-def _seal(payload: Any) -> tuple[bytes, str]:
+def _seal(payload: Any, run_id: int, index: int) -> tuple[bytes, str]:
     blob = zlib.compress(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL), 1)
-    return blob, _signature(blob)
+    return blob, _signature(blob, run_id, index)
 
 
-def _signature(blob: bytes) -> str:
-    return hmac.new(settings.SECRET_KEY.encode(), blob, hashlib.sha256).hexdigest()
+def _signature(blob: bytes, run_id: int, index: int) -> str:
+    """Signed for this part of this run: a blob copied to another row fails."""
+    signed = salted_hmac(
+        "whatif.scaleout.ReplayPart", f"{run_id}:{index}:".encode() + blob, algorithm="sha256"
+    )
+    return signed.hexdigest()
 
 
-def _unseal(blob: bytes, signature: str) -> Any:
-    if not hmac.compare_digest(_signature(blob), signature):
+def _unseal(blob: bytes, signature: str, run_id: int, index: int) -> Any:
+    if not hmac.compare_digest(_signature(blob, run_id, index), signature):
         raise _Unsigned(
             "its stored inputs do not carry Berth's signature (changed outside Berth, or "
             "written under another BERTH_SECRET_KEY): ask for the what-if again"
@@ -140,7 +154,7 @@ def plan_parts(
     rows = []
     for index, groups in enumerate(deal(costs, parts)):
         mine = {key: replay for key, replay in replays.items() if key[1] in groups}
-        blob, signature = _seal((frame, marks, mine))
+        blob, signature = _seal((frame, marks, mine), run_id, index)
         rows.append(
             ReplayPart(
                 run_id=run_id,
@@ -151,7 +165,7 @@ def plan_parts(
                 signature=signature,
             )
         )
-    ReplayPart.objects.filter(run_id=run_id).delete()  # a run taken over starts afresh
+    ReplayPart.objects.filter(run_id=run_id).delete()  # none yet: a run is claimed once
     return frame, ReplayPart.objects.bulk_create(rows)
 
 
@@ -160,20 +174,22 @@ def _worker_name() -> str:
     return str(hostname or socket.gethostname())
 
 
+def _unattended() -> Q:
+    """Parts no one replays: queued, or their worker silent too long."""
+    return Q(state=ReplayPartState.QUEUED) | Q(
+        state=ReplayPartState.RUNNING, heartbeat_at__lt=Now() - STALE_AFTER
+    )
+
+
 def claim(part_id: int) -> str | None:
     """Take a queued part, or one whose worker fell silent; its new token."""
     token = uuid.uuid4().hex
-    now = timezone.now()
-    taken = ReplayPart.objects.filter(
-        Q(state=ReplayPartState.QUEUED)
-        | Q(state=ReplayPartState.RUNNING, heartbeat_at__lt=now - STALE_AFTER),
-        pk=part_id,
-    ).update(
+    taken = ReplayPart.objects.filter(_unattended(), pk=part_id).update(
         state=ReplayPartState.RUNNING,
         token=token,
         worker=_worker_name(),
-        claimed_at=now,
-        heartbeat_at=now,
+        claimed_at=Now(),
+        heartbeat_at=Now(),
         share=0.0,
     )
     return token if taken else None
@@ -184,20 +200,24 @@ def run_part(part_id: int, token: str, between: Callable[[], None] | None = None
     store the results; ``between`` runs every slice (the run's own watch).
     Returns ``done``, ``failed`` or ``taken over``."""
     mine = ReplayPart.objects.filter(pk=part_id, token=token)
-    stored = mine.values_list("replays", "signature").first()
+    stored = mine.values_list("replays", "signature", "run_id", "index").first()
     if stored is None:
         return "taken over"
     started = time.monotonic()
-    last_beat = [started]
+    last_beat = [-BEAT_SECONDS]  # the first slice beats: a part of an ended run stops at once
 
     def beat(share: float) -> None:
         if between is not None:
-            between()
+            try:
+                between()
+            except Exception as exc:
+                raise _WatchFailed from exc
         now = time.monotonic()
         if now - last_beat[0] < BEAT_SECONDS:
             return
         last_beat[0] = now
-        if not mine.update(heartbeat_at=timezone.now(), share=share):
+        # Only while the run is running: a run whose task died frees its workers.
+        if not mine.filter(run__state=WhatIfState.RUNNING).update(heartbeat_at=Now(), share=share):
             raise _ClaimLost
 
     # The records this part has handed over finished: they change no more.
@@ -218,16 +238,19 @@ def run_part(part_id: int, token: str, between: Callable[[], None] | None = None
         )
 
     try:
-        frame, marks, replays = _unseal(bytes(stored[0]), stored[1])
+        frame, marks, replays = _unseal(bytes(stored[0]), *stored[1:])
         results = replay_part(replays, frame, at_milestone=hand_over, between=beat, marks=marks)
     except _ClaimLost:
         return "taken over"
-    except PartFailed:  # another part failed (the run's watch): the run ends
-        raise
+    except _WatchFailed as failed:  # another part failed, or the run's watch did
+        assert failed.__cause__ is not None
+        raise failed.__cause__ from None
     except Exception as exc:  # a part must end, whatever went wrong
         log.exception("replay part %s failed", part_id)
         mine.filter(state=ReplayPartState.RUNNING).update(
-            state=ReplayPartState.FAILED, error=str(exc) or repr(exc), finished_at=timezone.now()
+            state=ReplayPartState.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
+            finished_at=timezone.now(),
         )
         return "failed"
     finished = mine.filter(state=ReplayPartState.RUNNING).update(
@@ -245,7 +268,7 @@ def _figures_only(result: SimulationResult, records: dict[str, Any]) -> Simulati
     records new or changed since the last one (a finished record is handed
     over once), its usage and counts; not its charts or admission log, which
     only the answer shows."""
-    series = {"t": [], "resource": result.series["resource"], **{k: {} for k in SERIES}}
+    series = {"t": [], "resource": result.series["resource"], **{k: {} for k in SERIES_KINDS}}
     return dataclasses.replace(result, records=records, series=series, admission_log=[])
 
 
@@ -301,11 +324,11 @@ class _Watch:
                 "index", "state", "workloads", "share", "error"
             )
         )
-        failed = [(index, error) for index, state, _, _, error in parts if state == "failed"]
+        failed = [(i, error) for i, state, _, _, error in parts if state == ReplayPartState.FAILED]
         if failed:
             index, error = failed[0]
-            raise PartFailed(f"part {index} failed: {error}")
-        self.done = bool(parts) and all(state == "done" for _, state, _, _, _ in parts)
+            raise PartFailed(f"part {index + 1} failed: {error}")
+        self.done = bool(parts) and all(s == ReplayPartState.DONE for _, s, _, _, _ in parts)
         total = sum(workloads for _, _, workloads, _, _ in parts) or 1
         if self.progress is not None:
             self.progress(sum(w * share for _, _, w, share, _ in parts) / total)
@@ -388,23 +411,19 @@ def gather(
             time.sleep(POLL_SECONDS)
         return _merged(run_id)
     finally:
-        ReplayCheckpoint.objects.filter(part__run_id=run_id).delete()
-        # A run that ends early ends its parts: a worker still replaying one
-        # stops at its next beat, and none takes them up later.
+        # A run that ends early ends its parts first: a worker still replaying
+        # one stops at its next beat or milestone, and none takes them up later.
         ReplayPart.objects.filter(
             run_id=run_id, state__in=[ReplayPartState.QUEUED, ReplayPartState.RUNNING]
-        ).update(state=ReplayPartState.FAILED, token="", error="the run ended before it was done")
+        ).update(state=ReplayPartState.FAILED, token="", error=ENDED_WITH_THE_RUN)
+        ReplayCheckpoint.objects.filter(part__run_id=run_id).delete()
         # Keep who replayed what and for how long; drop the inputs and results.
         ReplayPart.objects.filter(run_id=run_id).update(replays=b"", signature="", result=None)
 
 
 def _claim_any(run_id: int) -> tuple[int, str] | None:
     """A part of the run no one replays (queued, or its worker silent)."""
-    stale = timezone.now() - STALE_AFTER
-    waiting = ReplayPart.objects.filter(
-        Q(state=ReplayPartState.QUEUED) | Q(state=ReplayPartState.RUNNING, heartbeat_at__lt=stale),
-        run_id=run_id,
-    ).order_by("index")
+    waiting = ReplayPart.objects.filter(_unattended(), run_id=run_id).order_by("index")
     for part_id in waiting.values_list("pk", flat=True):
         token = claim(part_id)
         if token is not None:

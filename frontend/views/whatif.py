@@ -20,6 +20,7 @@ from queues.access import may_change_policy, refuse
 from queues.errors import FieldError, PolicyInvalid
 from whatif import service as whatif
 from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
+from whatif.scaleout import ENDED_WITH_THE_RUN
 
 BLANK_ROWS = 4  # change rows a fresh form offers
 MAX_ROWS = 50
@@ -455,7 +456,7 @@ def parts_shown(run: WhatIfRun) -> list[dict[str, Any]]:
     """A run shared out among the workers: each part's cohort trees, size,
     and who replayed it for how long (or how far it has come)."""
     shown = []
-    for part in run.parts.order_by("index"):
+    for part in run.parts.order_by("index").defer("replays", "result"):
         names = list(part.groups)
         trees = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         shown.append(
@@ -463,7 +464,7 @@ def parts_shown(run: WhatIfRun) -> list[dict[str, Any]]:
                 "number": part.index + 1,
                 "trees": f"{len(names)} cohort tree{'s' if len(names) != 1 else ''} ({trees})",
                 "workloads": part.workloads,
-                "state": part.state,
+                "state": "ended" if part.error == ENDED_WITH_THE_RUN else part.state,
                 "worker": part.worker or "—",
                 "seconds": part.seconds,
                 "percent": int(part.share * 100),

@@ -59,6 +59,10 @@ def groups_of_stream(
     return parts
 
 
+# The per-ClusterQueue charts of a result's ``series``.
+SERIES_KINDS = ("usage", "pending", "borrowed")
+
+
 @dataclass
 class GroupReplay:
     """One group's replay, not started: the part of the policy it uses, its
@@ -123,12 +127,12 @@ def merge(results: Mapping[str, SimulationResult]) -> SimulationResult:
     longest = max(ordered, key=lambda r: r.end)
     times = longest.series["t"]
     series: dict[str, Any] = {"t": times, "resource": first.series["resource"]}
-    for kind in ("usage", "pending", "borrowed"):
+    for kind in SERIES_KINDS:
         series[kind] = {}
     for result in ordered:
         # A group over before the end stays as it was left, at every later sample.
         missing = len(times) - len(result.series["t"])
-        for kind in ("usage", "pending", "borrowed"):
+        for kind in SERIES_KINDS:
             for name, values in result.series[kind].items():
                 series[kind][name] = values + [values[-1]] * missing
         if result.end < end:

@@ -25,6 +25,7 @@ from tests.whatif.test_whatif_task import SCENARIO, congested, raise_research, r
 from whatif import service as whatif
 from whatif.models import ReplayPart, ReplayPartState, WhatIfRun, WhatIfSource, WhatIfState
 from whatif.runs import write_so_far
+from whatif.scaleout import ENDED_WITH_THE_RUN
 
 __all__ = ["congested", "org"]
 HOUR = 3600
@@ -436,10 +437,18 @@ def test_a_shared_out_run_says_which_worker_replayed_which_trees(
                 worker="celery@worker-b",
                 share=0.374,
             ),
+            ReplayPart(
+                run=finished_run,
+                index=2,
+                groups=["urgent"],
+                workloads=3,
+                state=ReplayPartState.FAILED,
+                error=ENDED_WITH_THE_RUN,
+            ),
         ]
     )
     page = html(browser(org, "admin").get(f"/whatif/{finished_run.pk}/"))
-    assert "Shared out among the workers in 2 parts" in page
+    assert "Shared out among the workers in 3 parts" in page
     assert (
         '<li data-part="1">Part 1, 4 cohort trees (cohort-0, cohort-3, cohort-5 and 1 more), '
         "51,234 workloads: replayed by celery@worker-a in 44 s</li>"
@@ -447,4 +456,8 @@ def test_a_shared_out_run_says_which_worker_replayed_which_trees(
     assert (
         '<li data-part="2">Part 2, 1 cohort tree (serving), 812 workloads: '
         "celery@worker-b replaying, 37%</li>"
+    ) in page
+    assert (
+        '<li data-part="3">Part 3, 1 cohort tree (urgent), 3 workloads: '
+        "not replayed: the run ended first</li>"
     ) in page
