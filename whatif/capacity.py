@@ -32,7 +32,7 @@ from queues.errors import FieldError, PolicyInvalid
 from queues.reconcile import desired_objects, policy_version
 from whatif.figures import _clean
 from whatif.models import CapacityPlan, WhatIfSource, WhatIfState
-from whatif.proposal import MAX_SCENARIO_BYTES, MAX_WORKLOADS, PROGRESS_EVERY_SECONDS
+from whatif.proposal import MAX_PLAN_WORKLOADS, MAX_SCENARIO_BYTES, PROGRESS_EVERY_SECONDS
 from whatif.proposal import policy_document as to_document
 from whatif.runs import read_window, window_stream
 from whatif.stream import Stream, scenario_size, scenario_stream, window_records
@@ -325,13 +325,13 @@ def check(
     if seeds != int(seeds):
         errors.append(FieldError("seeds", "whole-number", "must be a whole number"))
     growth = _number("growth", body.get("growth"), 1.0, 1.0, MAX_GROWTH, errors)
-    if count * growth > MAX_WORKLOADS:
+    if count * growth > MAX_PLAN_WORKLOADS:
         errors.append(
             FieldError(
                 "window_start" if source == WhatIfSource.WINDOW else "scenario",
                 "too-many-workloads",
                 f"{count:,} workloads × growth {growth:g} is more than the "
-                f"{MAX_WORKLOADS:,} a plan replays: choose a shorter window",
+                f"{MAX_PLAN_WORKLOADS:,} a plan replays: choose a shorter window",
             )
         )
     targets = _targets(body.get("targets"), classes, policy, errors)

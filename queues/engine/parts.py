@@ -24,8 +24,9 @@ from queues.engine.replay_records import Frame, SimulationResult
 from queues.engine.simulator import Simulator
 from queues.engine.split import GroupReplay
 
-# Milestones per replay: the first figures so far come a tenth of the way in.
-MILESTONES = 10
+# Where the parts stop, as shares of the expected span: close together at first,
+# so a first answer comes soon; a tenth apart after.
+MILESTONES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 # Slices of simulated time a part advances by between two calls of ``between``.
 SLICES = 500
 
@@ -46,12 +47,12 @@ def deal(sizes: Mapping[str, int], parts: int) -> list[list[str]]:
     return [sorted(members) for _, members in ordered if members]
 
 
-def milestones(frame: Frame, count: int = MILESTONES) -> list[float]:
+def milestones(frame: Frame) -> list[float]:
     """The simulated times every part hands its figures so far over at."""
     span = frame.expected_end - frame.start
     if span <= 0:
         return []
-    return [frame.start + span * i / count for i in range(1, count)]
+    return [frame.start + span * share for share in MILESTONES]
 
 
 def replay_part(
