@@ -52,6 +52,35 @@ def start_workers(count: int, queue: str, logs: Path) -> list[subprocess.Popen[b
     return workers
 
 
+def broker_queue(script: str) -> str | None:
+    """Point this process at REDIS_URL and a queue of its own (returned), as
+    the workers it starts will be; all sign with one key. None, said why,
+    without REDIS_URL."""
+    redis_url = os.environ.get("REDIS_URL", "")
+    if not redis_url.startswith("redis"):
+        print(f"{script} needs REDIS_URL=redis://… (the workers' broker)", file=sys.stderr)
+        return None
+    queue = f"berth-bench-{uuid.uuid4().hex[:8]}"
+    os.environ.update(
+        CELERY_BROKER_URL=redis_url,
+        BERTH_CELERY_QUEUE=queue,
+        BERTH_SECRET_KEY=os.environ.get("BERTH_SECRET_KEY", "bench-" + "k" * 50),
+        BERTH_DEMO_LOAD="false",
+        BERTH_RECONCILE_ON_CHANGE="false",
+    )
+    return queue
+
+
+def wait_for_workers(count: int, logs: Path) -> None:
+    """Until ``count`` Celery workers answer a ping (two minutes at most)."""
+    from controlplane.celery import app
+
+    deadline = time.monotonic() + 120
+    while len(app.control.ping(timeout=1.0) or []) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the Celery workers did not answer; see {logs}")
+
+
 def stop(workers: list[subprocess.Popen[bytes]]) -> None:
     for worker in workers:
         worker.terminate()
@@ -75,19 +104,9 @@ def main() -> int:
         "--no-alone", dest="alone", action="store_false", help="skip the one-process replay"
     )
     args = parser.parse_args()
-    redis_url = os.environ.get("REDIS_URL", "")
-    if not redis_url.startswith("redis"):
-        print("replay_celery.py needs REDIS_URL=redis://… (the workers' broker)", file=sys.stderr)
+    queue = broker_queue("replay_celery.py")
+    if queue is None:
         return 2
-    queue = f"berth-bench-{uuid.uuid4().hex[:8]}"
-    # This process sends to the workers' queue; all sign with one key.
-    os.environ.update(
-        CELERY_BROKER_URL=redis_url,
-        BERTH_CELERY_QUEUE=queue,
-        BERTH_SECRET_KEY=os.environ.get("BERTH_SECRET_KEY", "bench-" + "k" * 50),
-        BERTH_DEMO_LOAD="false",
-        BERTH_RECONCILE_ON_CHANGE="false",
-    )
     print(f"generating {args.workloads:,} workloads ...", flush=True)
     trace = generate(args, lambda done: None)
     policy = organisation(args, trace)
@@ -100,7 +119,6 @@ def main() -> int:
 
 
 def bench(args: argparse.Namespace, trace: Any, policy: Any, queue: str) -> None:
-    from controlplane.celery import app
     from queues.engine.replay_records import SimulationResult
     from queues.engine.simulator import Simulator
     from whatif.models import ReplayPart, WhatIfRun, WhatIfSource, WhatIfState
@@ -122,10 +140,7 @@ def bench(args: argparse.Namespace, trace: Any, policy: Any, queue: str) -> None
         run = WhatIfRun.objects.create(source=WhatIfSource.SCENARIO, state=WhatIfState.RUNNING)
         workers = start_workers(count - 1, queue, logs)
         try:
-            deadline = time.monotonic() + 120
-            while len(app.control.ping(timeout=1.0) or []) < count - 1:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the Celery workers did not answer; see {logs}")
+            wait_for_workers(count - 1, logs)
             print(f"\n{count} worker(s): this process and {count - 1} Celery worker(s)", flush=True)
             started = time.perf_counter()
             shown = [0]

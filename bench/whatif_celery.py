@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 from org import with_scratch_database
-from replay_celery import start_workers, stop
+from replay_celery import broker_queue, start_workers, stop, wait_for_workers
 
 
 def scenario(cohorts: int, queues: int, workloads: int) -> str:
@@ -82,18 +80,9 @@ def main() -> int:
     parser.add_argument("--queues", type=int, default=6, help="ClusterQueues per cohort")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], metavar="N")
     args = parser.parse_args()
-    redis_url = os.environ.get("REDIS_URL", "")
-    if not redis_url.startswith("redis"):
-        print("whatif_celery.py needs REDIS_URL=redis://… (the worker's broker)", file=sys.stderr)
+    queue = broker_queue("whatif_celery.py")
+    if queue is None:
         return 2
-    queue = f"berth-bench-{uuid.uuid4().hex[:8]}"
-    os.environ.update(
-        CELERY_BROKER_URL=redis_url,
-        BERTH_CELERY_QUEUE=queue,
-        BERTH_SECRET_KEY=os.environ.get("BERTH_SECRET_KEY", "bench-" + "k" * 50),
-        BERTH_DEMO_LOAD="false",
-        BERTH_RECONCILE_ON_CHANGE="false",
-    )
     return with_scratch_database("whatif_celery.py", lambda: bench(args, queue))
 
 
@@ -101,7 +90,6 @@ def bench(args: argparse.Namespace, queue: str) -> None:
     from django.conf import settings
     from django.db import connection
 
-    from controlplane.celery import app
     from whatif.models import ReplayPart, WhatIfRun, WhatIfState
     from whatif.runs import execute
 
@@ -116,10 +104,7 @@ def bench(args: argparse.Namespace, queue: str) -> None:
         run = WhatIfRun.objects.create(source="scenario", scenario=text, changes=CHANGES)
         others = start_workers(workers - 1, queue, logs)
         try:
-            deadline = time.monotonic() + 120
-            while len(app.control.ping(timeout=1.0) or []) < workers - 1:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the Celery worker did not answer; see {logs}")
+            wait_for_workers(workers - 1, logs)
             started = time.perf_counter()
             first: list[float] = []
 
