@@ -120,6 +120,8 @@ class Preemptor(FairSharingSearch):
                     within_queue, preemptor, workload
                 ):
                     same.append(Candidate(workload, node, Variant.WITHIN_QUEUE))
+        if self._beyond_borrowing_limit(node, usage, same):
+            return []
         hierarchy: list[Candidate] = []
         by_priority: list[Candidate] = []
         if (
@@ -151,6 +153,25 @@ class Preemptor(FairSharingSearch):
             if found:
                 return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
         return []
+
+    def _beyond_borrowing_limit(
+        self, node: Node, usage: Mapping[FlavorResource, int], same: list[Candidate]
+    ) -> bool:
+        """Whether the preemptor would exceed its queue's borrowing limit even
+        with every candidate of its own queue gone: then no set of victims lets
+        it fit, and the cohort need not be searched. A queue never holds more
+        than its nominal quota plus its borrowing limit, and victims in other
+        queues only give its cohort room, never the queue more limit. Most
+        searches of a busy cohort end here: a head whose queue already borrows
+        up to its limit, asked again at every change in the tree."""
+        for fr, amount in usage.items():
+            limit = node.borrowing_limit(fr)
+            if not amount or limit is None:
+                continue
+            freed = sum(self.usage_of[c.workload.key].get(fr, 0) for c in same)
+            if amount > node.subtree.get(fr, 0) + limit - node.usage.get(fr, 0) + freed:
+                return True
+        return False
 
     def _borrowing_queues(
         self, ancestor: Node, skip: Node, contested: set[FlavorResource]

@@ -142,16 +142,22 @@ class UsageMeter:
         self._rates = {name: _QueueRates(start) for name in tree.queues}
         # Usage already in the tree (a scheduler built with workloads) counts from start.
         tree.touched.update(tree.queues)
-        self.settle(start)
+        self.settle(start, every_touched=True)
 
-    def settle(self, now: float) -> None:
+    def settle(self, now: float, every_touched: bool = False) -> None:
         """The queues the tree touched since the last call changed at ``now``:
-        close their rates' intervals and take their new ones."""
+        close their rates' intervals and take their new ones. A queue whose
+        usage is back where it was (a preemption search takes victims out and
+        puts them back) is left alone unless ``every_touched``: its figures do
+        not depend on how the search went about it."""
         touched = self.scheduler.tree.touched
         if not touched:
             return
+        queues = self.scheduler.tree.queues
         by_tree: dict[int, tuple[_Tree, list[str]]] = {}
         for name in touched:
+            if not every_touched and not self._moved(name, queues[name].usage):
+                continue
             tree = self._tree_of[name]
             by_tree.setdefault(id(tree), (tree, []))[1].append(name)
         touched.clear()
@@ -187,7 +193,7 @@ class UsageMeter:
     def close_queues(self, names: list[str], now: float) -> None:
         """Those queues' intervals closed at ``now`` (their group's last event)."""
         self.scheduler.tree.touched.update(names)
-        self.settle(now)
+        self.settle(now, every_touched=True)
 
     def final_rates(self) -> dict[str, QueueRates]:
         """Per queue, what it uses, borrows and lends per second as things stand
@@ -206,7 +212,13 @@ class UsageMeter:
     def close(self, now: float) -> None:
         """The run ended at ``now``: every interval is closed."""
         self.scheduler.tree.touched.update(self.scheduler.tree.queues)
-        self.settle(now)
+        self.settle(now, every_touched=True)
+
+    def _moved(self, name: str, usage: dict[FlavorResource, int]) -> bool:
+        used = self._rates[name].used
+        return sum(1 for amount in usage.values() if amount) != len(used) or any(
+            used.get(fr, 0) != amount for fr, amount in usage.items() if amount
+        )
 
     def _settle_queue(
         self, name: str, tree: _Tree, now: float, changed: set[FlavorResource]

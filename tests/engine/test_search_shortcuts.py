@@ -1,0 +1,48 @@
+"""The classic victim search gives up early when the preemptor would exceed
+its own queue's borrowing limit even with every candidate of its queue gone
+(``Preemptor._beyond_borrowing_limit``): no victim elsewhere can help it then.
+Replays of any policy and stream come out exactly the same with the shortcut
+as without it: admissions, victims, waits, cycles and usage figures
+(hypothesis, no database)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from queues.engine.model import Policy, Workload
+from queues.engine.preemption import Preemptor
+from queues.engine.result_codec import to_json
+from queues.engine.simulator import Simulator
+from tests.engine.test_nomination_reuse import streams
+
+
+def replay(policy: Policy, workloads: list[Workload], eviction: float) -> dict[str, Any]:
+    simulator = Simulator(
+        policy,
+        [(w, "class") for w in copy.deepcopy(workloads)],
+        eviction_delay=eviction,
+        requeue_delay=1.0,
+        horizon=3_600.0,
+    )
+    return to_json(simulator.run())
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(streams())
+def test_giving_up_at_the_borrowing_limit_changes_no_replay(
+    case: tuple[Policy, list[Workload], float],
+) -> None:
+    policy, workloads, eviction = case
+    shortcut = replay(policy, workloads, eviction)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Preemptor, "_beyond_borrowing_limit", lambda *args: False)
+        searched = replay(policy, workloads, eviction)
+    assert shortcut == searched
