@@ -31,6 +31,10 @@ from queues.engine.model import (
 from queues.engine.quota import Node
 from queues.engine.topology import Placer, add_pods
 
+# A quota check's reading of the tree: (flavor-resource, amount, available,
+# borrowing level and whether reclaiming could help, or None).
+Read = tuple[FlavorResource, int, int, tuple[int, bool] | None]
+
 
 class Mode(IntEnum):
     """Kueue's internal ranking of how a flavor-resource can be satisfied."""
@@ -203,6 +207,10 @@ class FlavorAssigner:
         # Node room the workload's earlier pod sets took (node -> resource ->
         # amount): Kueue places a workload's pod sets one after another.
         self.taken: dict[str, dict[str, int]] = {}
+        # What the assignment read of the quota tree's usage: per quota check,
+        # the flavor-resource, the amount asked, what was available and (unless
+        # it could never fit) the borrowing level. The rest it reads is static.
+        self.reads: list[Read] = []
         self.group_of: dict[str, ResourceGroup] = {
             resource: group
             for group in queue.resource_groups
@@ -214,6 +222,7 @@ class FlavorAssigner:
         contested: set[FlavorResource] = set()
         results: list[PodSetAssignment] = []
         self.taken = {}
+        self.reads = []
         for pod_set in workload.pod_sets:
             result = self._assign_pod_set(workload, pod_set, usage, contested)
             results.append(result)
@@ -397,8 +406,11 @@ class FlavorAssigner:
                 f"({kubernetes_quantity(resource, potential)})"
             )
             check.mode = Mode.NO_FIT
+            self.reads.append((fr, value, available, None))
             return Mode.NO_FIT, 0
-        borrow, may_reclaim = node.borrowing_level(fr, value)
+        level = node.borrowing_level(fr, value)
+        self.reads.append((fr, value, available, level))
+        borrow, may_reclaim = level
         if value <= available:
             check.borrow = borrow
             return Mode.FIT, borrow

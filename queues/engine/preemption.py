@@ -97,6 +97,7 @@ class Preemptor(FairSharingSearch):
         if not contested:
             return []
         if self.policy.fair_sharing:
+            self.looked_past_queue = True
             return self._fair(preemptor, queue, contested, usage)
         return self._classic(preemptor, queue, contested, usage)
 
@@ -122,6 +123,7 @@ class Preemptor(FairSharingSearch):
                     same.append(Candidate(workload, node, Variant.WITHIN_QUEUE))
         if self._beyond_borrowing_limit(node, usage, same):
             return []
+        self.looked_past_queue = True
         hierarchy: list[Candidate] = []
         by_priority: list[Candidate] = []
         if (

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from queues.engine import partial
-from queues.engine.assign import Assignment, FlavorAssigner, Mode
+from queues.engine.assign import Assignment, FlavorAssigner, Mode, Read
 from queues.engine.fair_order import fair_order
 from queues.engine.model import (
     CheckState,
@@ -39,6 +39,10 @@ from queues.engine.preemption import Preemptor
 from queues.engine.scheduler_state import SchedulerState
 from queues.engine.victim_search import REASON_TEXT, Target
 
+# What a nomination read, when that was only its own ClusterQueue (its version
+# in SchedulerState.queue_versions) and its quota checks' readings.
+Witness = tuple[int, tuple[Read, ...]]
+
 
 class Scheduler(SchedulerState):
     """Cluster state and the cycle. Times are seconds on the caller's clock."""
@@ -51,7 +55,7 @@ class Scheduler(SchedulerState):
         self._preemptors: dict[str, str] = {}
         self._oracle_targets: dict[tuple[str, FlavorResource, int], list[Target]] = {}
         # Each pending head's last nomination, with its tree's version then.
-        self._nominations: dict[str, tuple[int, Entry]] = {}
+        self._nominations: dict[str, tuple[int, Entry, Witness | None]] = {}
         # Per cohort tree whose last cycle changed nothing: its signature then
         # and what that cycle reported for its heads (see _quiet_trees).
         self._quiet: dict[str, tuple[tuple[int, int], dict[str, Pending]]] = {}
@@ -67,6 +71,13 @@ class Scheduler(SchedulerState):
 
     def assign(self, workload: Workload, exclude: set[str] | None = None) -> Assignment:
         """Flavor assignment for a pending workload against current usage."""
+        return self._assign_read(workload, exclude)[0]
+
+    def _assign_read(
+        self, workload: Workload, exclude: set[str] | None = None
+    ) -> tuple[Assignment, Witness | None]:
+        """The assignment, and what it read if that was only its own queue and
+        the quota figures in ``Witness`` (None: it read more, or may have)."""
         queue = self.policy.cluster_queues[workload.cluster_queue]
         node = self.tree.queues[queue.name]
         preemptor = self.preemptor_for(exclude or set())
@@ -91,7 +102,11 @@ class Scheduler(SchedulerState):
             in_queue = any(t.workload.cluster_queue == queue.name for t in targets)
             return (Mode.PREEMPT if in_queue else Mode.RECLAIM), borrow
 
-        return FlavorAssigner(self.policy, queue, node, oracle, self.placer).assign(workload)
+        assigner = FlavorAssigner(self.policy, queue, node, oracle, self.placer)
+        assignment = assigner.assign(workload)
+        if preemptor.looked_past_queue or self.placer is not None:
+            return assignment, None
+        return assignment, (self.queue_versions[queue.name], tuple(assigner.reads))
 
     def cycle(self, now: float | None = None, groups: set[str] | None = None) -> CycleResult:
         """One scheduling cycle; with ``groups``, one in each of those
@@ -205,29 +220,51 @@ class Scheduler(SchedulerState):
         if (
             self.reuse_nominations
             and known is not None
-            and known[0] == version
             and known[1].workload is workload
             and not self.unstamped
             and not workload.check_states
         ):
-            return known[1]
-        entry = self._nominate(workload, queue)
+            if known[0] == version:
+                return known[1]
+            if known[2] is not None and self._reads_the_same(queue.name, known[2]):
+                self._nominations[workload.key] = (version, known[1], known[2])
+                return known[1]
+        entry, witness = self._nominate(workload, queue)
         if len(self._nominations) > 4 * len(self.workloads) + 1024:
             self._nominations.clear()  # of workloads long gone
-        self._nominations[workload.key] = (version, entry)
+        self._nominations[workload.key] = (version, entry, witness)
         return entry
 
-    def _nominate(self, workload: Workload, queue: ClusterQueue) -> Entry:
+    def _reads_the_same(self, queue: str, witness: Witness) -> bool:
+        """Whether a nomination that read only ``witness`` would read the same
+        now: its queue unchanged, and every quota check finding the same room and
+        borrowing level. Then it gives the same answer, whatever else changed in
+        its tree: a StrictFIFO gang whose queue borrows up to its limit, asked
+        again at every change in a busy cohort."""
+        version, reads = witness
+        if self.queue_versions[queue] != version:
+            return False
+        node = self.tree.queues[queue]
+        for fr, value, available, level in reads:
+            if max(0, node.available(fr)) != available:
+                return False
+            if level is not None and node.borrowing_level(fr, value) != level:
+                return False
+        return True
+
+    def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
+        """The head's entry, and what it read if only ``Witness``'s figures."""
         if any(
             s in (CheckState.RETRY, CheckState.REJECTED) for s in workload.check_states.values()
         ):
-            return Entry(
+            failed = Entry(
                 workload,
                 queue,
                 None,
                 pending=Pending("PendingEvaluation", "The workload has failed admission checks"),
             )
-        assignment = self.assign(workload)
+            return failed, None
+        assignment, witness = self._assign_read(workload)
         entry = Entry(workload, queue, assignment)
         if assignment.needs_preemption:
             # Kueue searches victims with the workload's own requests: no zero
@@ -240,13 +277,12 @@ class Scheduler(SchedulerState):
             if len(requests) == 1 and set(requests) == assignment.contested:
                 ((fr, amount),) = requests.items()
                 searched = self._oracle_targets.get((workload.key, fr, amount))
-            entry.targets = (
-                searched
-                if searched is not None
-                else self.preemptor_for(set()).targets(
-                    workload, queue, assignment.contested, requests
-                )
-            )
+            if searched is None:
+                preemptor = self.preemptor_for(set())
+                searched = preemptor.targets(workload, queue, assignment.contested, requests)
+                if preemptor.looked_past_queue:
+                    witness = None
+            entry.targets = searched
         if entry.targets and not fits_on_nodes(
             self.placer, workload, assignment, {t.workload.key for t in entry.targets}
         ):
@@ -257,7 +293,9 @@ class Scheduler(SchedulerState):
             fewer = partial.search(workload, lambda counts: self._try_counts(workload, counts))
             if fewer is not None:
                 entry.assignment, entry.targets = fewer
-        return entry
+        if entry.targets or workload.can_be_partially_admitted:
+            witness = None  # its victims, or the smaller counts, came from its whole tree
+        return entry, witness
 
     def _try_counts(
         self, workload: Workload, counts: dict[str, int]

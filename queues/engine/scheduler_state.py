@@ -64,6 +64,10 @@ class SchedulerState:
         # A head nominated again with its tree's count unchanged gets the same
         # answer (see Scheduler._nomination), as it would from Kueue.
         self.tree_versions = dict.fromkeys(self._root_of.values(), 0)
+        # The same count per ClusterQueue, for its own changes only: a head whose
+        # nomination read nothing of its tree but its own queue and some quota
+        # figures may be reused across changes elsewhere (Scheduler._nomination).
+        self.queue_versions = dict.fromkeys(policy.cluster_queues, 0)
         # Cohort trees share no quota but may share nodes: per topology-aware
         # flavor, the trees with a queue that can use it. What one places on
         # those nodes changes what fits for the others.
@@ -150,6 +154,7 @@ class SchedulerState:
 
     def changed_tree(self, queue: str) -> None:
         self.tree_versions[self._root_of[queue]] += 1
+        self.queue_versions[queue] += 1
 
     def _trees_affected(self, workload: Workload) -> set[str]:
         """The trees whose heads may fit differently once the workload takes or
@@ -164,6 +169,7 @@ class SchedulerState:
     def _hold(self, workload: Workload) -> None:
         for root in self._trees_affected(workload):
             self.tree_versions[root] += 1
+        self.queue_versions[workload.cluster_queue] += 1
         if workload.admitted_at is None:
             self.unstamped.add(workload.key)
         usage = workload.usage()
@@ -180,6 +186,7 @@ class SchedulerState:
         affected = self._trees_affected(workload)
         for root in affected:
             self.tree_versions[root] += 1
+        self.queue_versions[workload.cluster_queue] += 1
         self._unpark_requests |= affected
         self.unstamped.discard(workload.key)
         usage = self.usage_of.pop(workload.key, {})

@@ -78,6 +78,9 @@ class VictimSearch:
         self.usage_of = usage_of
         self.exclude = exclude
         self.now = now
+        # Whether a search looked past the preemptor's own queue (its cohort,
+        # other queues' usage): then its answer may change with anything there.
+        self.looked_past_queue = False
 
     def _uses(self, workload: Workload, contested: set[FlavorResource]) -> bool:
         return not contested.isdisjoint(self.usage_of[workload.key])

@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queues.engine.model import Policy, Workload
+from queues.engine.scenario import parse
+from queues.engine.scheduler import Scheduler
 from queues.engine.simulator import Simulator
 from tests.engine.test_properties import draw_workloads, policies
 
@@ -54,3 +56,58 @@ def test_reusing_nominations_changes_no_replay(case: tuple[Policy, list[Workload
     assert replay(policy, workloads, eviction, reuse=True) == replay(
         policy, workloads, eviction, reuse=False
     )
+
+
+GPU = "nvidia.com/gpu"
+
+
+def _queue(name: str) -> dict[str, Any]:
+    quota = {"name": GPU, "nominalQuota": 2, "borrowingLimit": 0}
+    return {
+        "name": name,
+        "cohortName": "c",
+        "queueingStrategy": "StrictFIFO",
+        "preemption": {"withinClusterQueue": "LowerPriority"},
+        "resourceGroups": [
+            {"coveredResources": [GPU], "flavors": [{"name": "h100", "resources": [quota]}]}
+        ],
+    }
+
+
+def _job(name: str, priority: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clusterQueue": "q",
+        "priority": priority,
+        "creationTime": 1,
+        "podSets": [{"requests": {GPU: 2}}],
+        **extra,
+    }
+
+
+def test_a_nomination_is_asked_again_when_its_own_queue_changed_though_its_figures_did_not() -> (
+    None
+):
+    # A head whose queue is at its borrowing limit read only its own queue and
+    # its quota checks. Its peer there ends and a workload it may preempt takes
+    # the same GPUs: every figure it read is the same, but now it has a victim.
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [_queue("q"), _queue("other")],
+            "workloads": [
+                _job("peer", 5, admittedAt=0, admission={"main": {GPU: "h100"}}),
+                _job("head", 5),
+                _job("low", 0, admittedAt=2, admission={"main": {GPU: "h100"}}),
+            ],
+        }
+    )
+    by_name = {w.name: w for w in scenario.workloads}
+    scheduler = Scheduler(scenario.policy)
+    scheduler.add(by_name["peer"])
+    scheduler.add(by_name["head"])
+    assert scheduler.cycle(now=1).evaluated["default/head"].reason == "WaitingForQuota"
+    scheduler.finish("default/peer")
+    scheduler.add(by_name["low"])
+    result = scheduler.cycle(now=2)
+    assert [(p.victim, p.reason) for p in result.preempted] == [("default/low", "InClusterQueue")]
