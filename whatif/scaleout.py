@@ -150,11 +150,10 @@ def plan_parts(
         # A tree's replay costs about the square of its workloads (every change
         # in it nominates its blocked heads again): parts are balanced on that.
         costs[group] = costs.get(group, 0) + count * count
-    marks = milestones(frame)
     rows = []
     for index, groups in enumerate(deal(costs, parts)):
         mine = {key: replay for key, replay in replays.items() if key[1] in groups}
-        blob, signature = _seal((frame, marks, mine), run_id, index)
+        blob, signature = _seal((frame, mine), run_id, index)
         rows.append(
             ReplayPart(
                 run_id=run_id,
@@ -238,8 +237,8 @@ def run_part(part_id: int, token: str, between: Callable[[], None] | None = None
         )
 
     try:
-        frame, marks, replays = _unseal(bytes(stored[0]), *stored[1:])
-        results = replay_part(replays, frame, at_milestone=hand_over, between=beat, marks=marks)
+        frame, replays = _unseal(bytes(stored[0]), *stored[1:])
+        results = replay_part(replays, frame, at_milestone=hand_over, between=beat)
     except _ClaimLost:
         return "taken over"
     except _WatchFailed as failed:  # another part failed, or the run's watch did

@@ -12,8 +12,9 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from queues.engine.simulator import SimulationResult, Simulator
 
@@ -35,17 +36,13 @@ def replay_together(
     for simulator in simulators.values():
         simulator.begin()
     start = min(s.start for s in simulators.values())
-    expected = max(s.expected_end for s in simulators.values())
-    width = max((expected - start) / SLICES, 1e-3)
+    width = slice_width(start, max(s.expected_end for s in simulators.values()))
     at = start
     shown = 0.0
     last = clock()
     wait = every
     while not all(s.done for s in simulators.values()):
-        soonest = min(s.next_time for s in simulators.values())
-        at = max(at + width, soonest)  # no empty slices to walk through
-        for simulator in simulators.values():
-            simulator.advance(at)
+        at = advance_together(simulators.values(), at, width)
         share = min(_share(s, at) for s in simulators.values())
         if progress is not None and share > shown:
             shown = share
@@ -62,6 +59,23 @@ def replay_together(
     return {label: s.result() for label, s in simulators.items()}
 
 
+def slice_width(start: float, expected_end: float) -> float:
+    """How much simulated time one slice of a replay from ``start`` takes."""
+    return max((expected_end - start) / SLICES, 1e-3)
+
+
+def advance_together(
+    simulators: Collection[Simulator], at: float, width: float, stop: float = math.inf
+) -> float:
+    """Every replay advanced by one slice from ``at``, or on to the soonest
+    next event when that is further (no empty slices to walk through), never
+    past ``stop``; returns the time they have all reached."""
+    reached = min(stop, max(at + width, min(s.next_time for s in simulators)))
+    for simulator in simulators:
+        simulator.advance(reached)
+    return reached
+
+
 def _share(simulator: Simulator, at: float) -> float:
     """How far a replay has come: its window simulated, else its workloads
     finished (a replay without a horizon ends when the last one does)."""
@@ -73,4 +87,4 @@ def _share(simulator: Simulator, at: float) -> float:
     return simulator.finished / simulator.total if simulator.total else 0.0
 
 
-__all__ = ["SLICES", "replay_together"]
+__all__ = ["SLICES", "advance_together", "replay_together", "slice_width"]

@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
+from queues.engine.lockstep import advance_together, slice_width
 from queues.engine.replay_records import Frame, SimulationResult
 from queues.engine.simulator import Simulator
 from queues.engine.split import GroupReplay
@@ -27,9 +28,6 @@ from queues.engine.split import GroupReplay
 # Where the parts stop, as shares of the expected span: close together at first,
 # so a first answer comes soon; a tenth apart after.
 MILESTONES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-# Slices of simulated time a part advances by between two calls of ``between``.
-SLICES = 500
-
 Key = TypeVar("Key", bound=Hashable)
 
 
@@ -61,23 +59,19 @@ def replay_part(
     *,
     at_milestone: Callable[[int, float, dict[Key, SimulationResult]], None] | None = None,
     between: Callable[[float], None] | None = None,
-    marks: list[float] | None = None,
 ) -> dict[Key, SimulationResult]:
     """Each replay to its end, by key, advanced together. ``at_milestone``
-    gets (index, time, figures so far by key) at every milestone (``marks``,
-    default ``milestones(frame)``); ``between`` the share of the part done
-    (0..1) every slice. The figures are live: send them before going on."""
+    gets (index, time, figures so far by key) at every milestone
+    (``milestones(frame)``); ``between`` the share of the part done (0..1)
+    every slice. The figures are live: send them before going on."""
     simulators = {key: replay.simulator() for key, replay in replays.items()}
     for simulator in simulators.values():
         simulator.begin()
-    width = max((frame.expected_end - frame.start) / SLICES, 1e-3)
+    width = slice_width(frame.start, frame.expected_end)
     at = frame.start
-    for index, stop in enumerate([*(milestones(frame) if marks is None else marks), math.inf]):
+    for index, stop in enumerate([*milestones(frame), math.inf]):
         while at < stop and not all(s.done for s in simulators.values()):
-            soonest = min(s.next_time for s in simulators.values())
-            at = min(stop, max(at + width, soonest))
-            for simulator in simulators.values():
-                simulator.advance(at)
+            at = advance_together(simulators.values(), at, width, stop)
             if between is not None:
                 between(_share(simulators.values(), frame, at))
         if at_milestone is not None and math.isfinite(stop):
@@ -103,4 +97,4 @@ def _share(simulators: Iterable[Simulator], frame: Frame, at: float) -> float:
     return min(0.99, max(clock, finished))
 
 
-__all__ = ["MILESTONES", "SLICES", "deal", "milestones", "replay_part"]
+__all__ = ["MILESTONES", "deal", "milestones", "replay_part"]
