@@ -27,6 +27,7 @@ from queues.backends import get_backend
 from queues.models import ReconcileRun
 from queues.reconcile import applied_policy_version, policy_version, reconcile_configured_cluster
 from queues.simulation.runner import step
+from whatif.redrive import end_stalled
 
 log = logging.getLogger(__name__)
 FORECAST_EVERY = 5.0  # seconds
@@ -66,6 +67,8 @@ class EmbeddedLoop(threading.Thread):
             _guarded("job sweep", sweep_jobs)
             # Quota grants whose end has passed (Celery beat's revert-ended-grants).
             _guarded("grant sweep", revert_ended)
+            # What-if work left running by a Berth that was stopped mid-run.
+            _guarded("stalled what-if sweep", end_stalled)
             self.last_sweep = now
         if now - self.last_fair_shares > FAIR_SHARES_EVERY:
             _guarded("fair shares", evaluate_fair_shares)

@@ -3,7 +3,13 @@ started: their task is queued after the commit, and a broker that was down
 then (or a message lost with a worker) would leave them "queued" for ever.
 A re-sent task that finds its run already claimed does nothing, so sending
 twice is safe; waiting REDRIVE_AFTER first keeps the duplicates of a run that
-merely waits behind a long one few."""
+merely waits behind a long one few.
+
+And ending those that started but whose worker was lost (killed, or
+restarted mid-run): a running run writes its progress every few seconds, so
+one silent for STALLED_AFTER fails, saying so, and a shared-out run's parts
+end with it and give back the space their inputs took. A worker that comes
+back after all finds its run closed and changes nothing (compare-and-set)."""
 
 from __future__ import annotations
 
@@ -16,9 +22,16 @@ from queues.deferred import send
 from whatif.capacity import RUN_CAPACITY_PLAN
 from whatif.models import CapacityPlan, WhatIfRun, WhatIfState
 from whatif.runs import RUN_WHATIF
+from whatif.scaleout import end_parts
 
 log = logging.getLogger(__name__)
 REDRIVE_AFTER = timedelta(minutes=5)
+# The page warns after 10 minutes without progress; this is well past it.
+STALLED_AFTER = timedelta(minutes=30)
+STALLED = (
+    "the worker replaying it stopped: no progress for {minutes} minutes (it was "
+    "killed or restarted); ask again"
+)
 
 
 def redrive_queued(now: datetime | None = None) -> dict[str, int]:
@@ -37,3 +50,26 @@ def redrive_queued(now: datetime | None = None) -> dict[str, int]:
     if any(sent.values()):
         log.info("re-sent queued what-if work: %s", sent)
     return sent
+
+
+def end_stalled(now: datetime | None = None) -> dict[str, int]:
+    """Fail every run and plan running without progress for STALLED_AFTER;
+    returns how many of each were ended."""
+    now = now or timezone.now()
+    error = STALLED.format(minutes=int(STALLED_AFTER.total_seconds() // 60))
+    ended = {"whatif_runs": 0, "capacity_plans": 0}
+    for key, model in (("whatif_runs", WhatIfRun), ("capacity_plans", CapacityPlan)):
+        stalled = model.objects.filter(
+            state=WhatIfState.RUNNING, heartbeat_at__lt=now - STALLED_AFTER
+        )
+        for pk in stalled.values_list("pk", flat=True):
+            closed = model.objects.filter(
+                pk=pk, state=WhatIfState.RUNNING, heartbeat_at__lt=now - STALLED_AFTER
+            ).update(state=WhatIfState.FAILED, finished_at=now, error=error)
+            if closed:
+                ended[key] += 1
+                if model is WhatIfRun:
+                    end_parts(pk)
+    if any(ended.values()):
+        log.warning("ended what-if work whose worker was lost: %s", ended)
+    return ended

@@ -410,14 +410,19 @@ def gather(
             time.sleep(POLL_SECONDS)
         return _merged(run_id)
     finally:
-        # A run that ends early ends its parts first: a worker still replaying
-        # one stops at its next beat or milestone, and none takes them up later.
-        ReplayPart.objects.filter(
-            run_id=run_id, state__in=[ReplayPartState.QUEUED, ReplayPartState.RUNNING]
-        ).update(state=ReplayPartState.FAILED, token="", error=ENDED_WITH_THE_RUN)
-        ReplayCheckpoint.objects.filter(part__run_id=run_id).delete()
-        # Keep who replayed what and for how long; drop the inputs and results.
-        ReplayPart.objects.filter(run_id=run_id).update(replays=b"", signature="", result=None)
+        end_parts(run_id)
+
+
+def end_parts(run_id: int) -> None:
+    """The run is over (done, failed, or its own worker lost): its parts end
+    first, so a worker still replaying one stops at its next beat or
+    milestone and none takes them up later; then their checkpoints, inputs
+    and results go. Who replayed what, and for how long, stays."""
+    ReplayPart.objects.filter(
+        run_id=run_id, state__in=[ReplayPartState.QUEUED, ReplayPartState.RUNNING]
+    ).update(state=ReplayPartState.FAILED, token="", error=ENDED_WITH_THE_RUN)
+    ReplayCheckpoint.objects.filter(part__run_id=run_id).delete()
+    ReplayPart.objects.filter(run_id=run_id).update(replays=b"", signature="", result=None)
 
 
 def _claim_any(run_id: int) -> tuple[int, str] | None:

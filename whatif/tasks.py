@@ -6,7 +6,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from whatif.capacity import execute_plan
-from whatif.redrive import redrive_queued
+from whatif.redrive import end_stalled, redrive_queued
 from whatif.scaleout import replay_task
 from whatif.service import execute as execute_whatif
 
@@ -26,10 +26,11 @@ def run_capacity_plan(plan_id: int) -> str:
 
 
 @shared_task(name="whatif.tasks.redrive_queued", acks_late=True)
-def redrive_queued_work() -> dict[str, int]:
+def redrive_queued_work() -> dict[str, dict[str, int]]:
     """Every few minutes: re-send what-if runs and capacity plans stored but
-    never started (their task was lost)."""
-    return redrive_queued()
+    never started (their task was lost), and end those whose worker was lost
+    mid-run."""
+    return {"sent": redrive_queued(), "ended": end_stalled()}
 
 
 @shared_task(name="whatif.tasks.replay_part", acks_late=True)

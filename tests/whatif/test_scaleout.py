@@ -24,6 +24,7 @@ from whatif import scaleout
 from whatif import service as whatif
 from whatif.figures import compare, replay_options
 from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfRun, WhatIfState
+from whatif.redrive import STALLED_AFTER, end_stalled
 from whatif.scaleout import PartFailed, claim, gather, plan_parts, replay_apart, run_part
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -263,3 +264,36 @@ def test_another_parts_failure_is_raised_not_blamed_on_the_run_s_own_part() -> N
     with pytest.raises(PartFailed):
         run_part(parts[0].pk, token, between=watch)
     assert ReplayPart.objects.get(pk=parts[0].pk).state == ReplayPartState.RUNNING
+
+
+def test_a_run_whose_worker_was_lost_fails_and_its_parts_let_go_of_their_inputs() -> None:
+    run, prepared = running_run()
+    stream = prepared.stream()
+    _, parts = plan_parts(run.pk, {"today": prepared.today}, stream.build, {}, 2)
+    token = claim(parts[0].pk)
+    assert token is not None
+    now = timezone.now()
+    WhatIfRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=now - STALLED_AFTER + timedelta(seconds=30)
+    )
+    assert end_stalled(now) == {"whatif_runs": 0, "capacity_plans": 0}
+    assert WhatIfRun.objects.get(pk=run.pk).state == WhatIfState.RUNNING
+
+    WhatIfRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=now - STALLED_AFTER - timedelta(seconds=30)
+    )
+    assert end_stalled(now) == {"whatif_runs": 1, "capacity_plans": 0}
+    ended = WhatIfRun.objects.get(pk=run.pk)
+    assert ended.state == WhatIfState.FAILED and ended.finished_at == now
+    assert ended.error == (
+        "the worker replaying it stopped: no progress for 30 minutes (it was killed or "
+        "restarted); ask again"
+    )
+    rows = list(ReplayPart.objects.filter(run_id=run.pk))
+    assert {(p.state, p.error) for p in rows} == {
+        (ReplayPartState.FAILED, scaleout.ENDED_WITH_THE_RUN)
+    }
+    assert all(bytes(p.replays) == b"" and p.result is None for p in rows)
+    # The part's worker, still going, stops; the sweep ends the run once.
+    assert run_part(parts[0].pk, token) == "taken over"
+    assert end_stalled(now) == {"whatif_runs": 0, "capacity_plans": 0}

@@ -10,12 +10,13 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from controlplane.embedded import EmbeddedLoop
 from tests.jobs.conftest import GPU, Org, org
 from tests.whatif.test_capacity_plan import URL, body, steady
 from tests.whatif.test_whatif_task import SCENARIO
 from whatif import service as whatif
 from whatif.models import CapacityPlan, WhatIfRun, WhatIfState
-from whatif.redrive import REDRIVE_AFTER, redrive_queued
+from whatif.redrive import REDRIVE_AFTER, STALLED_AFTER, end_stalled, redrive_queued
 from whatif.tasks import redrive_queued_work
 
 __all__ = ["org", "steady"]
@@ -57,3 +58,38 @@ def test_celery_beat_runs_the_sweep() -> None:
     entry = settings.CELERY_BEAT_SCHEDULE["redrive-whatif"]
     assert entry["task"] == redrive_queued_work.name == "whatif.tasks.redrive_queued"
     assert timedelta(seconds=entry["schedule"]) <= REDRIVE_AFTER
+
+
+def test_a_plan_whose_worker_was_lost_fails_after_a_while_and_a_live_one_is_left_alone(
+    org: Org, steady: dict[str, datetime], django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False):  # nobody takes them up
+        lost = org.admin.post(URL, body(), format="json").json()["id"]
+        live = org.admin.post(URL, body(), format="json").json()["id"]
+    now = timezone.now()
+    CapacityPlan.objects.filter(pk=lost).update(
+        state=WhatIfState.RUNNING, heartbeat_at=now - STALLED_AFTER - timedelta(seconds=1)
+    )
+    CapacityPlan.objects.filter(pk=live).update(
+        state=WhatIfState.RUNNING, heartbeat_at=now - STALLED_AFTER + timedelta(seconds=1)
+    )
+    assert end_stalled(now) == {"whatif_runs": 0, "capacity_plans": 1}
+    ended = CapacityPlan.objects.get(pk=lost)
+    assert ended.state == WhatIfState.FAILED and "no progress for 30 minutes" in ended.error
+    assert CapacityPlan.objects.get(pk=live).state == WhatIfState.RUNNING
+    # The API says what happened and what to do.
+    shown = org.admin.get(f"{URL}{lost}/").json()
+    assert shown["state"] == "failed" and "ask again" in shown["error"]
+
+
+def test_the_embedded_loop_ends_a_plan_left_running_by_a_berth_stopped_mid_run(
+    org: Org, steady: dict[str, datetime], django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False):
+        plan = org.admin.post(URL, body(), format="json").json()["id"]
+    CapacityPlan.objects.filter(pk=plan).update(
+        state=WhatIfState.RUNNING,
+        heartbeat_at=timezone.now() - STALLED_AFTER - timedelta(minutes=1),
+    )
+    EmbeddedLoop().run_once()
+    assert CapacityPlan.objects.get(pk=plan).state == WhatIfState.FAILED
