@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from queues.deferred import send
@@ -63,13 +64,14 @@ def end_stalled(now: datetime | None = None) -> dict[str, int]:
             state=WhatIfState.RUNNING, heartbeat_at__lt=now - STALLED_AFTER
         )
         for pk in stalled.values_list("pk", flat=True):
-            closed = model.objects.filter(
-                pk=pk, state=WhatIfState.RUNNING, heartbeat_at__lt=now - STALLED_AFTER
-            ).update(state=WhatIfState.FAILED, finished_at=now, error=error)
-            if closed:
-                ended[key] += 1
-                if model is WhatIfRun:
+            # Together: a run marked failed is never left with parts to claim.
+            with transaction.atomic():
+                closed = model.objects.filter(
+                    pk=pk, state=WhatIfState.RUNNING, heartbeat_at__lt=now - STALLED_AFTER
+                ).update(state=WhatIfState.FAILED, finished_at=now, error=error)
+                if closed and model is WhatIfRun:
                     end_parts(pk)
+            ended[key] += closed
     if any(ended.values()):
         log.warning("ended what-if work whose worker was lost: %s", ended)
     return ended

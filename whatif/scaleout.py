@@ -41,7 +41,7 @@ from queues.engine.parts import deal, milestones, replay_part
 from queues.engine.replay_records import Frame, SimulationResult, WorkloadRecord, frame_of
 from queues.engine.result_codec import from_json, to_json
 from queues.engine.split import SERIES_KINDS, GroupReplay, group_replays, merge
-from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfState
+from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfRun, WhatIfState
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,9 @@ BEAT_SECONDS = 1.0
 STALE_AFTER = timedelta(minutes=5)
 # How often the run looks at its parts while it waits for them.
 POLL_SECONDS = 0.25
+# How often a run watching its parts says it is alive, progress or not: a part
+# taken over starts again from nothing, and the run's progress waits for it.
+ALIVE_EVERY = 60.0
 # What an unfinished part of a run that ended says (the run page words it so).
 ENDED_WITH_THE_RUN = "the run ended before it was replayed"
 
@@ -306,6 +309,7 @@ class _Watch:
         self.every = every
         self.shown = -1  # the last milestone shown
         self.looked = -float("inf")
+        self.alive = -float("inf")
         self.last_reading = -float("inf")
         self.wait = every
         self.done = False
@@ -328,6 +332,12 @@ class _Watch:
             index, error = failed[0]
             raise PartFailed(f"part {index + 1} failed: {error}")
         self.done = bool(parts) and all(s == ReplayPartState.DONE for _, s, _, _, _ in parts)
+        if now - self.alive >= ALIVE_EVERY:
+            # What tells the stalled-run sweep (whatif.redrive) this run's worker is there.
+            WhatIfRun.objects.filter(pk=self.run_id, state=WhatIfState.RUNNING).update(
+                heartbeat_at=timezone.now()
+            )
+            self.alive = now
         total = sum(workloads for _, _, workloads, _, _ in parts) or 1
         if self.progress is not None:
             self.progress(sum(w * share for _, _, w, share, _ in parts) / total)

@@ -3,12 +3,16 @@ before ``jobs/`` was split, so messages queued under it still find it."""
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
 from whatif.capacity import execute_plan
 from whatif.redrive import end_stalled, redrive_queued
 from whatif.scaleout import replay_task
 from whatif.service import execute as execute_whatif
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="jobs.tasks.run_whatif", acks_late=True)
@@ -30,7 +34,13 @@ def redrive_queued_work() -> dict[str, dict[str, int]]:
     """Every few minutes: re-send what-if runs and capacity plans stored but
     never started (their task was lost), and end those whose worker was lost
     mid-run."""
-    return {"sent": redrive_queued(), "ended": end_stalled()}
+    done: dict[str, dict[str, int]] = {}
+    for name, sweep in (("sent", redrive_queued), ("ended", end_stalled)):
+        try:  # one failing does not keep the other from running
+            done[name] = sweep()
+        except Exception:
+            log.exception("what-if sweep %r failed; the next one tries again", name)
+    return done
 
 
 @shared_task(name="whatif.tasks.replay_part", acks_late=True)

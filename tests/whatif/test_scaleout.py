@@ -297,3 +297,14 @@ def test_a_run_whose_worker_was_lost_fails_and_its_parts_let_go_of_their_inputs(
     # The part's worker, still going, stops; the sweep ends the run once.
     assert run_part(parts[0].pk, token) == "taken over"
     assert end_stalled(now) == {"whatif_runs": 0, "capacity_plans": 0}
+
+
+def test_a_run_watching_its_parts_says_it_is_alive_though_its_progress_stands_still() -> None:
+    run, prepared = running_run()
+    stream = prepared.stream()
+    frame, _ = plan_parts(run.pk, {"today": prepared.today}, stream.build, {}, 2)
+    long_ago = timezone.now() - STALLED_AFTER - timedelta(minutes=5)
+    WhatIfRun.objects.filter(pk=run.pk).update(heartbeat_at=long_ago)
+    gather(run.pk, frame)  # no progress callback: nothing else writes the heartbeat
+    assert WhatIfRun.objects.get(pk=run.pk).heartbeat_at > long_ago
+    assert end_stalled() == {"whatif_runs": 0, "capacity_plans": 0}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from django.conf import settings
 from django.utils import timezone
 
@@ -15,6 +16,7 @@ from tests.jobs.conftest import GPU, Org, org
 from tests.whatif.test_capacity_plan import URL, body, steady
 from tests.whatif.test_whatif_task import SCENARIO
 from whatif import service as whatif
+from whatif import tasks as whatif_tasks
 from whatif.models import CapacityPlan, WhatIfRun, WhatIfState
 from whatif.redrive import REDRIVE_AFTER, STALLED_AFTER, end_stalled, redrive_queued
 from whatif.tasks import redrive_queued_work
@@ -92,4 +94,25 @@ def test_the_embedded_loop_ends_a_plan_left_running_by_a_berth_stopped_mid_run(
         heartbeat_at=timezone.now() - STALLED_AFTER - timedelta(minutes=1),
     )
     EmbeddedLoop().run_once()
+    assert CapacityPlan.objects.get(pk=plan).state == WhatIfState.FAILED
+
+
+def test_the_beat_task_still_ends_stalled_work_when_re_sending_fails(
+    org: Org,
+    steady: dict[str, datetime],
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False):
+        plan = org.admin.post(URL, body(), format="json").json()["id"]
+    silent_since = timezone.now() - STALLED_AFTER - timedelta(minutes=1)
+    CapacityPlan.objects.filter(pk=plan).update(
+        state=WhatIfState.RUNNING, heartbeat_at=silent_since
+    )
+
+    def broker_down() -> dict[str, int]:
+        raise ConnectionError("the broker is down")
+
+    monkeypatch.setattr(whatif_tasks, "redrive_queued", broker_down)
+    assert redrive_queued_work() == {"ended": {"whatif_runs": 0, "capacity_plans": 1}}
     assert CapacityPlan.objects.get(pk=plan).state == WhatIfState.FAILED
