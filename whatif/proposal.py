@@ -28,6 +28,10 @@ DEFAULT_WINDOW = timedelta(hours=24)
 # Runtime of a recorded workload nobody can tell how long it ran or should run.
 DEFAULT_RUNTIME_SECONDS = 3600.0
 PROGRESS_EVERY_SECONDS = 0.5
+# A running run or plan writes its heartbeat at least this often, progress or
+# not, while its worker reports in: the stalled-run sweep (whatif.redrive)
+# fails one silent far longer.
+ALIVE_EVERY_SECONDS = 60.0
 GPU = "nvidia.com/gpu"
 NO_LIMIT = "none"  # the value that removes a borrowing or lending limit
 

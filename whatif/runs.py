@@ -28,6 +28,7 @@ from queues.reconcile import desired_objects, policy_version
 from whatif.figures import Apart, compare
 from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
 from whatif.proposal import (
+    ALIVE_EVERY_SECONDS,
     CHANGE_KEYS,
     DEFAULT_WINDOW,
     MAX_SCENARIO_BYTES,
@@ -375,13 +376,14 @@ class ProgressWriter:
 
     def __call__(self, percent: int) -> None:
         now = self.clock()
-        if percent <= self.written or now - self.last < self.every:
+        rising = percent > self.written and now - self.last >= self.every
+        if not rising and now - self.last < ALIVE_EVERY_SECONDS:
             return
         self.last = now
+        self.written = max(self.written, percent)
         WhatIfRun.objects.filter(pk=self.run_id, state=WhatIfState.RUNNING).update(
-            progress=percent, heartbeat_at=timezone.now()
+            progress=self.written, heartbeat_at=timezone.now()
         )
-        self.written = percent
 
 
 def write_so_far(run_id: int) -> Callable[[dict[str, Any]], None]:

@@ -42,6 +42,7 @@ from queues.engine.replay_records import Frame, SimulationResult, WorkloadRecord
 from queues.engine.result_codec import from_json, to_json
 from queues.engine.split import SERIES_KINDS, GroupReplay, group_replays, merge
 from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfRun, WhatIfState
+from whatif.proposal import ALIVE_EVERY_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,6 @@ BEAT_SECONDS = 1.0
 STALE_AFTER = timedelta(minutes=5)
 # How often the run looks at its parts while it waits for them.
 POLL_SECONDS = 0.25
-# How often a run watching its parts says it is alive, progress or not: a part
-# taken over starts again from nothing, and the run's progress waits for it.
-ALIVE_EVERY = 60.0
 # What an unfinished part of a run that ended says (the run page words it so).
 ENDED_WITH_THE_RUN = "the run ended before it was replayed"
 
@@ -332,8 +330,9 @@ class _Watch:
             index, error = failed[0]
             raise PartFailed(f"part {index + 1} failed: {error}")
         self.done = bool(parts) and all(s == ReplayPartState.DONE for _, s, _, _, _ in parts)
-        if now - self.alive >= ALIVE_EVERY:
-            # What tells the stalled-run sweep (whatif.redrive) this run's worker is there.
+        if now - self.alive >= ALIVE_EVERY_SECONDS:
+            # A part taken over starts again from nothing and the run's progress
+            # waits for it: the heartbeat tells the stalled-run sweep it is alive.
             WhatIfRun.objects.filter(pk=self.run_id, state=WhatIfState.RUNNING).update(
                 heartbeat_at=timezone.now()
             )

@@ -252,3 +252,16 @@ def test_progress_is_written_only_while_the_plan_runs(org: Org) -> None:
     CapacityPlan.objects.filter(pk=plan.pk).update(state=WhatIfState.FAILED, progress=40)
     _Progress(plan.pk, every=0)(5, 10)
     assert CapacityPlan.objects.get(pk=plan.pk).progress == 40  # a closed plan stays closed
+
+
+def test_a_plan_past_its_estimate_still_says_it_is_alive_every_minute(org: Org) -> None:
+    plan = CapacityPlan.objects.create(source="window", state=WhatIfState.RUNNING)
+    clock = iter([0.0, 30.0, 61.0])
+    write = _Progress(plan.pk, clock=lambda: next(clock))
+    write(12, 10)  # more replays than estimated: 99%
+    CapacityPlan.objects.filter(pk=plan.pk).update(heartbeat_at=None)
+    write(13, 10)
+    assert CapacityPlan.objects.get(pk=plan.pk).heartbeat_at is None  # half a minute on
+    write(14, 10)
+    alive = CapacityPlan.objects.get(pk=plan.pk)
+    assert alive.heartbeat_at is not None and alive.progress == 99

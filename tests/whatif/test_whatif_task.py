@@ -322,13 +322,19 @@ def test_progress_is_written_at_most_every_half_second_while_running(
     org: Org, congested: dict[str, datetime], django_capture_on_commit_callbacks: Any
 ) -> None:
     run = running_run(org, congested, django_capture_on_commit_callbacks)
-    clock = iter([0.0, 0.1, 0.6, 0.7, 5.0])
+    clock = iter([0.0, 0.1, 0.6, 0.7, 5.0, 65.6, 130.0])
     writer = whatif.ProgressWriter(run.pk, clock=lambda: next(clock))
     seen = []
     for percent in (10, 20, 30, 40):
         writer(percent)
         seen.append(WhatIfRun.objects.get(pk=run.pk).progress)
     assert seen == [10, 10, 30, 30]  # 0.1 s and 0.7 s after a write: skipped
+    WhatIfRun.objects.filter(pk=run.pk).update(heartbeat_at=None)
+    writer(30)  # no further, and only 4.4 s after the last write: nothing
+    assert WhatIfRun.objects.get(pk=run.pk).heartbeat_at is None
+    writer(20)  # no further, but a minute on: still alive, progress kept
+    alive = WhatIfRun.objects.get(pk=run.pk)
+    assert alive.heartbeat_at is not None and alive.progress == 30
     WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.FAILED)
     writer(90)  # closed meanwhile: compare-and-set writes nothing
     assert WhatIfRun.objects.get(pk=run.pk).progress == 30
