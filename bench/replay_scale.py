@@ -95,6 +95,7 @@ from queues.engine.lockstep import replay_together  # noqa: E402
 from queues.engine.metrics import percentile, summarize  # noqa: E402
 from queues.engine.model import PodSet, Policy, Toleration, Workload  # noqa: E402
 from queues.engine.scenario import parse  # noqa: E402
+from queues.engine.scheduler import Scheduler  # noqa: E402
 from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
 from queues.engine.split import group_simulators, merge  # noqa: E402
 from queues.kueue.render import render_cluster_queue, render_cohort, render_flavor  # noqa: E402
@@ -418,6 +419,21 @@ def _censored(stats: dict[str, Any], key: str) -> str:
     return f"{'>=' if key in stats.get('at_least', []) else ''}{value:.0f}s"
 
 
+def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
+    """Where a replay's time mostly goes: the heads nominated afresh, per
+    queue class, against the answers reused."""
+    class_of = {r.cluster_queue: r.workload_class for r in result.records.values()}
+    fresh: dict[str, int] = {}
+    for queue, count in scheduler.nominated.items():
+        name = class_of.get(queue, "?")
+        fresh[name] = fresh.get(name, 0) + count
+    total = sum(fresh.values())
+    per_class = ", ".join(
+        f"{name} {count:,}" for name, count in sorted(fresh.items(), key=lambda kv: -kv[1])
+    )
+    return f"nominations {total:,} ({per_class}); answers reused {scheduler.reused:,}"
+
+
 def class_figures(result: SimulationResult) -> list[tuple[str, int, int, float, float, float, int]]:
     waits: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
@@ -564,6 +580,8 @@ def main() -> int:
         f"{dict(sorted(result.preemptions_by_reason.items()))}, livelocks {result.livelocks}, "
         f"simulated {(result.end - result.start) / DAY:.1f} days"
     )
+    if not args.workers:  # the counts are the worker processes' otherwise
+        print(nomination_figures(simulator.scheduler, result))
     print(
         f"memory: baseline {baseline:,.0f} MiB, after generation {after_generation:,.0f} MiB, "
         f"after replay {after_replay:,.0f} MiB, peak (ru_maxrss) {peak:,.0f} MiB; "

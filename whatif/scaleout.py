@@ -238,7 +238,9 @@ def run_part(part_id: int, token: str, between: Callable[[], None] | None = None
         )
 
     try:
-        frame, replays = _unseal(bytes(stored[0]), *stored[1:])
+        # (frame, replays); a part stored before milestones came from the frame
+        # also holds them in between.
+        frame, *_, replays = _unseal(bytes(stored[0]), *stored[1:])
         results = replay_part(replays, frame, at_milestone=hand_over, between=beat)
     except _ClaimLost:
         return "taken over"

@@ -61,6 +61,9 @@ class Scheduler(SchedulerState):
         self._quiet: dict[str, tuple[tuple[int, int], dict[str, Pending]]] = {}
         # False: every head is nominated afresh (what the reuse is checked against).
         self.reuse_nominations = True
+        # What nominating cost: fresh nominations per ClusterQueue, and answers reused.
+        self.nominated: dict[str, int] = {}
+        self.reused = 0
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
@@ -225,10 +228,13 @@ class Scheduler(SchedulerState):
             and not workload.check_states
         ):
             if known[0] == version:
+                self.reused += 1
                 return known[1]
             if known[2] is not None and self._reads_the_same(queue.name, known[2]):
                 self._nominations[workload.key] = (version, known[1], known[2])
+                self.reused += 1
                 return known[1]
+        self.nominated[queue.name] = self.nominated.get(queue.name, 0) + 1
         entry, witness = self._nominate(workload, queue)
         if len(self._nominations) > 4 * len(self.workloads) + 1024:
             self._nominations.clear()  # of workloads long gone

@@ -308,3 +308,16 @@ def test_a_run_watching_its_parts_says_it_is_alive_though_its_progress_stands_st
     gather(run.pk, frame)  # no progress callback: nothing else writes the heartbeat
     assert WhatIfRun.objects.get(pk=run.pk).heartbeat_at > long_ago
     assert end_stalled() == {"whatif_runs": 0, "capacity_plans": 0}
+
+
+def test_a_part_stored_with_its_milestones_beside_it_still_replays() -> None:
+    # Parts stored before milestones were worked out from the frame held them
+    # too: a worker upgraded while such a run goes on replays them the same.
+    run, prepared = running_run()
+    stream = prepared.stream()
+    frame, (part, *_) = plan_parts(run.pk, {"today": prepared.today}, stream.build, {}, 2)
+    _, replays = scaleout._unseal(bytes(part.replays), part.signature, run.pk, part.index)
+    blob, signature = scaleout._seal((frame, milestones(frame), replays), run.pk, part.index)
+    ReplayPart.objects.filter(pk=part.pk).update(replays=blob, signature=signature)
+    token = claim(part.pk)
+    assert token is not None and run_part(part.pk, token) == "done"
