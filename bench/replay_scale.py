@@ -44,9 +44,10 @@ urgent-release 600 s. Every workload has its own pod set, as a what-if replay
 of recorded workloads builds them.
 
 Prints the trace's size and shape, generation time, the replay's wall time and
-admissions per second, resident memory after each phase and at its peak
-(``ru_maxrss``), and per queue class the workloads, admitted, p50 / p90 / mean
-wait and preemptions suffered. ``--tracemalloc`` (slow) also prints what holds
+admissions per second, the heads nominated afresh per queue class against the
+answers reused (in one process: where most of the time goes), resident memory
+after each phase and at its peak (``ru_maxrss``), and per queue class the
+workloads, admitted, p50 / p90 / mean wait and preemptions suffered. ``--tracemalloc`` (slow) also prints what holds
 the memory at the end of the replay. ``--profile FILE`` runs the replay (not the
 generation) under cProfile, saves the stats to FILE and prints the top 25
 functions by tottime and by cumtime. ``--so-far SECONDS`` replays as a what-if
