@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -62,11 +63,14 @@ def _mark_applied(
 ) -> bool:
     """Close the delivery: ``written`` when the Workload shows the decision (it
     took effect), not when there was nothing left to write it to."""
-    changed = ApprovalRequest.objects.filter(pk=request.pk, applied_at__isnull=True).update(
-        applied_at=now, written=written
-    )
-    if changed:
-        record(request, ApprovalAction.APPLIED, message=message, at=now)
+    # Together: a worker killed in between would leave a delivery closed with
+    # no APPLIED event in its audit trail.
+    with transaction.atomic():
+        changed = ApprovalRequest.objects.filter(pk=request.pk, applied_at__isnull=True).update(
+            applied_at=now, written=written
+        )
+        if changed:
+            record(request, ApprovalAction.APPLIED, message=message, at=now)
     return bool(changed)
 
 
