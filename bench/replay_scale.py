@@ -47,8 +47,9 @@ Prints the trace's size and shape, generation time, the replay's wall time and
 admissions per second, the heads nominated afresh per queue class against the
 answers reused (in one process: where most of the time goes), resident memory
 after each phase and at its peak (``ru_maxrss``), and per queue class the
-workloads, admitted, p50 / p90 / mean wait and preemptions suffered. ``--tracemalloc`` (slow) also prints what holds
-the memory at the end of the replay. ``--profile FILE`` runs the replay (not the
+workloads, admitted, p50 / p90 / mean wait and preemptions suffered.
+``--tracemalloc`` (slow) also prints what holds the memory at the end of the
+replay. ``--profile FILE`` runs the replay (not the
 generation) under cProfile, saves the stats to FILE and prints the top 25
 functions by tottime and by cumtime. ``--so-far SECONDS`` replays as a what-if
 run does for its page: every SECONDS or so (never more often than four times
