@@ -33,13 +33,12 @@ from queues.reconcile import desired_objects, policy_version
 from whatif.figures import _clean
 from whatif.models import CapacityPlan, WhatIfSource, WhatIfState
 from whatif.proposal import (
-    ALIVE_EVERY_SECONDS,
     MAX_PLAN_WORKLOADS,
     MAX_SCENARIO_BYTES,
     PROGRESS_EVERY_SECONDS,
 )
 from whatif.proposal import policy_document as to_document
-from whatif.runs import read_window, window_stream
+from whatif.runs import ProgressWriter, read_window, window_stream
 from whatif.stream import Stream, scenario_size, scenario_stream, window_records
 
 log = logging.getLogger(__name__)
@@ -432,8 +431,9 @@ def _checked_again(plan: CapacityPlan) -> Checked:
 
 
 class _Progress:
-    """Writes the plan's progress at most every ``every`` seconds, only while
-    it is running (compare-and-set)."""
+    """The plan's progress (``ProgressWriter``) from replays done out of the
+    estimate; 100% is written when it is closed, so a search past its
+    estimate stays at 99% (and still says it is alive)."""
 
     def __init__(
         self,
@@ -441,21 +441,10 @@ class _Progress:
         every: float = PROGRESS_EVERY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.plan_id, self.every, self.clock = plan_id, every, clock
-        self.last, self.written = -math.inf, 0
+        self.write = ProgressWriter(plan_id, model=CapacityPlan, every=every, clock=clock)
 
     def __call__(self, done: int, total: int) -> None:
-        percent = min(99, 100 * done // max(total, 1))
-        now = self.clock()
-        rising = percent > self.written and now - self.last >= self.every
-        # A search past its estimate stays at 99%: it still says it is alive.
-        if not rising and now - self.last < ALIVE_EVERY_SECONDS:
-            return
-        self.last = now
-        self.written = max(self.written, percent)
-        CapacityPlan.objects.filter(pk=self.plan_id, state=WhatIfState.RUNNING).update(
-            progress=self.written, heartbeat_at=timezone.now()
-        )
+        self.write(min(99, 100 * done // max(total, 1)))
 
 
 def search_request(checked: Checked, stream: Stream) -> Request:

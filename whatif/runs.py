@@ -26,7 +26,7 @@ from queues.engine.scenario import ScenarioError, parse
 from queues.errors import FieldError, PolicyInvalid
 from queues.reconcile import desired_objects, policy_version
 from whatif.figures import Apart, compare
-from whatif.models import WhatIfRun, WhatIfSource, WhatIfState
+from whatif.models import CapacityPlan, WhatIfRun, WhatIfSource, WhatIfState
 from whatif.proposal import (
     ALIVE_EVERY_SECONDS,
     CHANGE_KEYS,
@@ -357,18 +357,21 @@ def create_run(
 
 
 class ProgressWriter:
-    """Writes a run's progress at most every ``every`` seconds, and only while
-    the run is still running (compare-and-set): a run closed meanwhile stays
-    closed."""
+    """Writes a run's (or, with ``model``, a capacity plan's) progress at most
+    every ``every`` seconds, and its heartbeat at least every
+    ALIVE_EVERY_SECONDS while called, only while it is still running
+    (compare-and-set): one closed meanwhile stays closed."""
 
     def __init__(
         self,
         run_id: int,
         *,
+        model: type[WhatIfRun] | type[CapacityPlan] = WhatIfRun,
         every: float = PROGRESS_EVERY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.run_id = run_id
+        self.model = model
         self.every = every
         self.clock = clock
         self.last = -math.inf
@@ -381,7 +384,7 @@ class ProgressWriter:
             return
         self.last = now
         self.written = max(self.written, percent)
-        WhatIfRun.objects.filter(pk=self.run_id, state=WhatIfState.RUNNING).update(
+        self.model.objects.filter(pk=self.run_id, state=WhatIfState.RUNNING).update(
             progress=self.written, heartbeat_at=timezone.now()
         )
 

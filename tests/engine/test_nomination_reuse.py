@@ -26,8 +26,9 @@ def streams(draw: Any) -> tuple[Policy, list[Workload], float]:
     return policy, workloads, float(draw(st.sampled_from([0, 3])))
 
 
-def replay(policy: Policy, workloads: list[Workload], eviction: float, reuse: bool) -> Any:
-    simulator = Simulator(
+def simulator_for(policy: Policy, workloads: list[Workload], eviction: float) -> Simulator:
+    """A replay of a drawn stream, on fresh copies of its workloads."""
+    return Simulator(
         policy,
         [(w, "class") for w in copy.deepcopy(workloads)],
         eviction_delay=eviction,
@@ -36,6 +37,10 @@ def replay(policy: Policy, workloads: list[Workload], eviction: float, reuse: bo
         # simulator backs off but time goes on): the clock stops here.
         horizon=3_600.0,
     )
+
+
+def replay(policy: Policy, workloads: list[Workload], eviction: float, reuse: bool) -> Any:
+    simulator = simulator_for(policy, workloads, eviction)
     simulator.scheduler.reuse_nominations = reuse
     result = simulator.run()
     records = {

@@ -7,7 +7,6 @@ as without it: admissions, victims, waits, cycles and usage figures
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -16,19 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from queues.engine.model import Policy, Workload
 from queues.engine.preemption import Preemptor
 from queues.engine.result_codec import to_json
-from queues.engine.simulator import Simulator
-from tests.engine.test_nomination_reuse import streams
+from tests.engine.test_nomination_reuse import simulator_for, streams
 
 
 def replay(policy: Policy, workloads: list[Workload], eviction: float) -> dict[str, Any]:
-    simulator = Simulator(
-        policy,
-        [(w, "class") for w in copy.deepcopy(workloads)],
-        eviction_delay=eviction,
-        requeue_delay=1.0,
-        horizon=3_600.0,
-    )
-    return to_json(simulator.run())
+    return to_json(simulator_for(policy, workloads, eviction).run())
 
 
 @settings(
