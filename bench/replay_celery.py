@@ -32,8 +32,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from month_trace import generate, organisation
 from org import with_scratch_database
-from replay_scale import generate, organisation, rss_mib
+from replay_scale import rss_mib
 
 ROOT = Path(__file__).resolve().parents[1]
 
