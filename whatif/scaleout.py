@@ -17,23 +17,16 @@ a row changed by anything but Berth is refused, not unpickled.
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import logging
-import pickle
-import socket
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from typing import Any
 
 from celery import current_app, current_task
 from django.conf import settings
-from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
-from django.utils.crypto import salted_hmac
 
 from queues.deferred import send
 from queues.engine.model import Policy, Workload
@@ -43,17 +36,12 @@ from queues.engine.result_codec import from_json, to_json
 from queues.engine.split import SERIES_KINDS, GroupReplay, group_replays, merge
 from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfRun, WhatIfState
 from whatif.proposal import ALIVE_EVERY_SECONDS
+from whatif.sharing import BEAT_SECONDS, POLL_SECONDS, seal, unattended, unseal, worker_name
 
 log = logging.getLogger(__name__)
 
 REPLAY_PART = "whatif.tasks.replay_part"
-# A part's worker beats this often (between slices of simulated time); silent
-# for STALE_AFTER, its part is taken over. Beats and their checks use the
-# database's clock, so workers' clocks need not agree.
-BEAT_SECONDS = 1.0
-STALE_AFTER = timedelta(minutes=5)
-# How often the run looks at its parts while it waits for them.
-POLL_SECONDS = 0.25
+SALT = "whatif.scaleout.ReplayPart"
 # What an unfinished part of a run that ended says (the run page words it so).
 ENDED_WITH_THE_RUN = "the run ended before it was replayed"
 
@@ -64,10 +52,6 @@ SoFar = Callable[[Frame, float, dict[str, SimulationResult]], None]
 
 class PartFailed(Exception):
     """A part's replay failed: the run cannot be answered."""
-
-
-class _Unsigned(Exception):
-    """A part's stored inputs fail their signature check."""
 
 
 class _WatchFailed(Exception):
@@ -101,25 +85,11 @@ def replay_workers() -> int:
 
 
 def _seal(payload: Any, run_id: int, index: int) -> tuple[bytes, str]:
-    blob = zlib.compress(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL), 1)
-    return blob, _signature(blob, run_id, index)
-
-
-def _signature(blob: bytes, run_id: int, index: int) -> str:
-    """Signed for this part of this run: a blob copied to another row fails."""
-    signed = salted_hmac(
-        "whatif.scaleout.ReplayPart", f"{run_id}:{index}:".encode() + blob, algorithm="sha256"
-    )
-    return signed.hexdigest()
+    return seal(payload, SALT, f"{run_id}:{index}")
 
 
 def _unseal(blob: bytes, signature: str, run_id: int, index: int) -> Any:
-    if not hmac.compare_digest(_signature(blob, run_id, index), signature):
-        raise _Unsigned(
-            "its stored inputs do not carry Berth's signature (changed outside Berth, or "
-            "written under another BERTH_SECRET_KEY): ask for the what-if again"
-        )
-    return pickle.loads(zlib.decompress(blob))
+    return unseal(blob, signature, SALT, f"{run_id}:{index}", "what-if")
 
 
 def plan_parts(
@@ -169,25 +139,13 @@ def plan_parts(
     return frame, ReplayPart.objects.bulk_create(rows)
 
 
-def _worker_name() -> str:
-    hostname = getattr(current_task.request, "hostname", None) if current_task else None
-    return str(hostname or socket.gethostname())
-
-
-def _unattended() -> Q:
-    """Parts no one replays: queued, or their worker silent too long."""
-    return Q(state=ReplayPartState.QUEUED) | Q(
-        state=ReplayPartState.RUNNING, heartbeat_at__lt=Now() - STALE_AFTER
-    )
-
-
 def claim(part_id: int) -> str | None:
     """Take a queued part, or one whose worker fell silent; its new token."""
     token = uuid.uuid4().hex
-    taken = ReplayPart.objects.filter(_unattended(), pk=part_id).update(
+    taken = ReplayPart.objects.filter(unattended(), pk=part_id).update(
         state=ReplayPartState.RUNNING,
         token=token,
-        worker=_worker_name(),
+        worker=worker_name(),
         claimed_at=Now(),
         heartbeat_at=Now(),
         share=0.0,
@@ -438,7 +396,7 @@ def end_parts(run_id: int) -> None:
 
 def _claim_any(run_id: int) -> tuple[int, str] | None:
     """A part of the run no one replays (queued, or its worker silent)."""
-    waiting = ReplayPart.objects.filter(_unattended(), run_id=run_id).order_by("index")
+    waiting = ReplayPart.objects.filter(unattended(), run_id=run_id).order_by("index")
     for part_id in waiting.values_list("pk", flat=True):
         token = claim(part_id)
         if token is not None:
