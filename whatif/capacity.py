@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -32,6 +33,7 @@ from queues.errors import FieldError, PolicyInvalid
 from queues.reconcile import desired_objects, policy_version
 from whatif.figures import _clean
 from whatif.models import CapacityPlan, WhatIfSource, WhatIfState
+from whatif.plan_scaleout import ReplayFailed, search_apart
 from whatif.proposal import (
     MAX_PLAN_WORKLOADS,
     MAX_SCENARIO_BYTES,
@@ -39,6 +41,7 @@ from whatif.proposal import (
 )
 from whatif.proposal import policy_document as to_document
 from whatif.runs import ProgressWriter, read_window, window_stream
+from whatif.scaleout import replay_workers
 from whatif.stream import Stream, scenario_size, scenario_stream, window_records
 
 log = logging.getLogger(__name__)
@@ -468,13 +471,31 @@ def search_request(checked: Checked, stream: Stream) -> Request:
     )
 
 
+def _workers(count: int) -> int:
+    """How many workers a plan of ``count`` workloads shares its replays out
+    among: 1 (replayed here) under BERTH_REPLAY_SPLIT_MIN workloads, where a
+    replay takes less than handing it over does."""
+    if count < settings.BERTH_REPLAY_SPLIT_MIN:
+        return 1
+    return replay_workers()
+
+
 def run_search(
-    checked: Checked, progress: Callable[[int, int], None] | None = None
+    checked: Checked,
+    progress: Callable[[int, int], None] | None = None,
+    plan_id: int | None = None,
 ) -> dict[str, Any]:
-    """Build the stream, search, and the result as stored (with the stream's notes)."""
+    """Build the stream, search, and the result as stored (with the stream's
+    notes). A stored plan (``plan_id``) with workers to spare shares its
+    replays out among them (``whatif.plan_scaleout``), with the same result."""
     stream = checked.stream()
     started = time.monotonic()
-    result = Search(search_request(checked, stream), progress).run()
+    request = search_request(checked, stream)
+    workers = _workers(stream.count) if plan_id is not None else 1
+    if plan_id is not None and workers > 1:
+        result = search_apart(plan_id, request, workers, progress)
+    else:
+        result = Search(request, progress).run()
     result["seconds"] = time.monotonic() - started
     result["workloads"] = stream.count
     result["notes"] = stream.notes
@@ -501,10 +522,12 @@ def execute_plan(plan_id: int) -> str:
         return "skipped"
     plan = CapacityPlan.objects.get(pk=plan_id)
     try:
-        result = run_search(_checked_again(plan), _Progress(plan_id))
+        result = run_search(_checked_again(plan), _Progress(plan_id), plan_id)
     except PolicyInvalid as exc:
         message = "\n".join(f"{e.field}: {e.message}" for e in exc.errors)
         return _finish(plan_id, WhatIfState.FAILED, error=f"the plan can no longer run:\n{message}")
+    except ReplayFailed as exc:  # shared out: a replay it asked for failed
+        return _finish(plan_id, WhatIfState.FAILED, error=f"the search failed: {exc}")
     except Exception as exc:  # a plan must end, whatever went wrong
         log.exception("capacity plan %s failed", plan_id)
         return _finish(plan_id, WhatIfState.FAILED, error=f"the search failed: {exc!r}")

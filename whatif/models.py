@@ -101,6 +101,12 @@ class CapacityPlan(models.Model):
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    replay_inputs = models.BinaryField(
+        default=b"", help_text="the search's request, pickled, while its replays are shared out"
+    )
+    inputs_signature = models.CharField(
+        max_length=64, blank=True, help_text="HMAC-SHA256 of replay_inputs"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -158,6 +164,45 @@ class ReplayPart(models.Model):
 
     def __str__(self) -> str:
         return f"what-if #{self.run_id} part {self.index} ({self.state})"
+
+
+class PlanReplay(models.Model):
+    """One replay of a capacity plan's search shared out among the Celery
+    workers (``whatif.plan_scaleout``): the flavor at so many GPUs, one seed.
+    The plan's task queues the replay its search waits for and, while
+    workers are free, those it may ask for next; any worker claims one by
+    compare-and-set (``token``), the plan's own task too, and one whose
+    worker fell silent is taken over. ``figures`` are its waits per group
+    (JSON); ``asked`` says whether the search used them (a replay run ahead
+    of a search that went the other way was not)."""
+
+    plan = models.ForeignKey(CapacityPlan, on_delete=models.CASCADE, related_name="replays")
+    flavor = models.CharField(max_length=253)
+    gpus = models.IntegerField()
+    seed = models.PositiveSmallIntegerField()
+    state = models.CharField(
+        max_length=16, choices=ReplayPartState.choices, default=ReplayPartState.QUEUED
+    )
+    asked = models.BooleanField(default=False, help_text="the search used its figures")
+    token = models.CharField(max_length=32, blank=True, help_text="the current claim")
+    worker = models.CharField(max_length=255, blank=True, help_text="who replays it (replayed)")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(null=True, blank=True, help_text="wall time of its replay")
+    figures = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["plan", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["plan", "flavor", "gpus", "seed"], name="whatif_planreplay_point"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"capacity plan #{self.plan_id}: {self.flavor} at {self.gpus} GPUs, seed {self.seed}"
 
 
 class ReplayCheckpoint(models.Model):

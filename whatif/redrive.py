@@ -8,7 +8,7 @@ merely waits behind a long one few.
 And ending those that started but whose worker was lost (killed, or
 restarted mid-run): a running run writes its progress every few seconds, so
 one silent for STALLED_AFTER fails, saying so, and a shared-out run's parts
-end with it and give back the space their inputs took. A worker that comes
+(a plan's replays) end with it and give back the space their inputs took. A worker that comes
 back after all finds its run closed and changes nothing (compare-and-set)."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from django.utils import timezone
 from queues.deferred import send
 from whatif.capacity import RUN_CAPACITY_PLAN
 from whatif.models import CapacityPlan, WhatIfRun, WhatIfState
+from whatif.plan_scaleout import end_replays
 from whatif.runs import RUN_WHATIF
 from whatif.scaleout import end_parts
 
@@ -71,6 +72,8 @@ def end_stalled(now: datetime | None = None) -> dict[str, int]:
                 ).update(state=WhatIfState.FAILED, finished_at=now, error=error)
                 if closed and model is WhatIfRun:
                     end_parts(pk)
+                elif closed:
+                    end_replays(pk)
             ended[key] += closed
     if any(ended.values()):
         log.warning("ended what-if work whose worker was lost: %s", ended)

@@ -8,6 +8,7 @@ import logging
 from celery import shared_task
 
 from whatif.capacity import execute_plan
+from whatif.plan_scaleout import replay_task as replay_plan_task
 from whatif.redrive import end_stalled, redrive_queued
 from whatif.scaleout import replay_task
 from whatif.service import execute as execute_whatif
@@ -48,3 +49,10 @@ def replay_part(part_id: int) -> str:
     """Replay one part of a what-if run shared out among the workers; a part
     already claimed (by another worker, or the run itself) is left alone."""
     return replay_task(part_id)
+
+
+@shared_task(name="whatif.tasks.replay_plan_point", acks_late=True)
+def replay_plan_point(replay_id: int) -> str:
+    """Replay one point (flavor, GPUs, seed) of a capacity plan's search shared
+    out among the workers; one already claimed is left alone."""
+    return replay_plan_task(replay_id)

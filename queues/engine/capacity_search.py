@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import copy
 import math
+import pickle
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,14 @@ from queues.engine.simulator import Simulator, WorkloadRecord
 
 # Search no further than this many times today's capacity (at least 8 nodes more).
 DEFAULT_MAX_FACTOR = 4.0
+# A replay's watched simulator beats (see ``Search.replay``) every so many events.
+BEAT_EVERY_EVENTS = 2_000
+
+# A replay the search asks for: (flavor, its GPUs, seed).
+Point = tuple[str, int, int]
+# What one replay shows, per group: {"wait", "at_least", "workloads", "never_admitted"}
+# (and "stopped_at" when every target failed before its end).
+Figures = dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,19 @@ class Target:
     group: str
     percentile: float
     max_wait: float
+
+
+class FrozenStream:
+    """A stream kept pickled, as a ``Load.build``: every call gives a fresh
+    copy, and it pickles itself (a plan's replays shared out among workers
+    carry their load with them), unlike a closure over the database."""
+
+    def __init__(self, workloads: list[tuple[Workload, str]]) -> None:
+        self.frozen = pickle.dumps(workloads, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __call__(self) -> list[tuple[Workload, str]]:
+        loaded: list[tuple[Workload, str]] = pickle.loads(self.frozen)
+        return loaded
 
 
 @dataclass
@@ -113,14 +135,21 @@ class _Watched(Simulator):
         policy: Policy,
         workloads: list[tuple[Workload, str]],
         watches: list[_Watch],
+        beat: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(policy, workloads, **kwargs)
         self.watches = watches
+        self.beat = beat
+        self.events = 0
 
     def _handle(self, now: float, kind: str, payload: Any) -> None:
         if self.watches:
             self._check(now)
+        if self.beat is not None:
+            self.events += 1
+            if self.events % BEAT_EVERY_EVENTS == 0:
+                self.beat()
         super()._handle(now, kind, payload)
 
     def _check(self, now: float) -> None:
@@ -148,17 +177,26 @@ def percentile_wait(waits: list[tuple[float, bool]], p: float) -> tuple[float | 
 
 
 class Search:
-    """One plan's replays, kept by (flavor, capacity), and the answers."""
+    """One plan's replays, kept by (flavor, capacity), and the answers.
+
+    ``replayer`` answers the replays the search asks for (``Point`` ->
+    ``Figures``); by default they are replayed here, one after another
+    (``replay``). Any other must give what ``replay`` gives: the search, its
+    answers and its curve depend only on the figures."""
 
     def __init__(
-        self, request: Request, progress: Callable[[int, int], None] | None = None
+        self,
+        request: Request,
+        progress: Callable[[int, int], None] | None = None,
+        replayer: Callable[[Point], Figures] | None = None,
     ) -> None:
         self.request = request
         self.progress = progress
+        self.replayer = replayer
         self.replays = 0
         self.budget = self._estimate()
         # (flavor, gpus) -> per seed: group -> {"wait", "at_least", "workloads", "never"}
-        self.points: dict[tuple[str, int], list[dict[str, dict[str, Any]]]] = {}
+        self.points: dict[tuple[str, int], list[Figures]] = {}
         self.percentiles = self._group_percentiles()
 
     def _group_percentiles(self) -> dict[str, float]:
@@ -210,22 +248,31 @@ class Search:
 
     # ----------------------------------------------------------- the replays
 
-    def seed(self, flavor: str, gpus: int, seed: int) -> dict[str, dict[str, Any]]:
+    def seed(self, flavor: str, gpus: int, seed: int) -> Figures:
         """Seed ``seed``'s waits per group with ``flavor`` at ``gpus`` (cached;
         the seeds of a capacity are replayed in order, as they are asked for)."""
         seeds = self.points.setdefault((flavor, gpus), [])
         while len(seeds) <= seed:
-            policy = with_capacity(self.request.policy, flavor, gpus, self.request.resource)
-            seeds.append(self._replay(policy, len(seeds)))
+            point = (flavor, gpus, len(seeds))
+            seeds.append(self.replayer(point) if self.replayer else self.replay(*point))
+            self.replays += 1
+            if self.progress is not None:
+                self.progress(min(self.replays, self.budget - 1), self.budget)
         return seeds[seed]
 
-    def evaluate(self, flavor: str, gpus: int) -> list[dict[str, dict[str, Any]]]:
+    def evaluate(self, flavor: str, gpus: int) -> list[Figures]:
         """Every seed's waits per group with ``flavor`` at ``gpus``."""
         for seed in range(self.request.seeds):
             self.seed(flavor, gpus, seed)
         return self.points[(flavor, gpus)]
 
-    def _replay(self, policy: Policy, seed: int) -> dict[str, dict[str, Any]]:
+    def replay(
+        self, flavor: str, gpus: int, seed: int, beat: Callable[[], None] | None = None
+    ) -> Figures:
+        """Seed ``seed``'s waits per group with ``flavor`` at ``gpus``, replayed
+        here (not kept); ``beat`` is called every ``BEAT_EVERY_EVENTS`` events
+        (a shared-out replay's heartbeat: it may raise to stop the replay)."""
+        policy = with_capacity(self.request.policy, flavor, gpus, self.request.resource)
         load = self.request.load
         stream = perturbed(
             load.build(),
@@ -238,6 +285,7 @@ class Search:
             policy,
             stream,
             self._watches(stream, load.context),
+            beat=beat,
             start=0.0 if load.horizon is not None else None,
             horizon=load.horizon,
             context=load.context,
@@ -250,9 +298,6 @@ class Search:
             records, end, stopped = result.records, result.end, None
         except _Failed as failed:
             records, end, stopped = simulator.records, failed.at, failed.at
-        self.replays += 1
-        if self.progress is not None:
-            self.progress(min(self.replays, self.budget - 1), self.budget)
         figures = self._waits(records, end)
         if stopped is not None:  # every target failed: what it shows are lower bounds
             for group in figures.values():
@@ -278,9 +323,7 @@ class Search:
             watches.append(_Watch(collections.deque(arrivals), len(arrivals) - rank + 1))
         return watches
 
-    def _waits(
-        self, records: Mapping[str, WorkloadRecord], end: float
-    ) -> dict[str, dict[str, Any]]:
+    def _waits(self, records: Mapping[str, WorkloadRecord], end: float) -> Figures:
         members: dict[str, list[str]] = {}  # a ClusterQueue may be in several groups
         for group, queues in self.request.groups.items():
             for queue in queues:
