@@ -23,7 +23,7 @@ from queues.engine.scenario import parse
 from queues.errors import FieldError, PolicyInvalid
 from queues.reconcile import desired_objects
 from whatif import capacity
-from whatif.models import CapacityPlan, WhatIfSource, WhatIfState
+from whatif.models import CapacityPlan, ReplayPartState, WhatIfSource, WhatIfState
 from whatif.proposal import MAX_SCENARIO_BYTES, policy_document
 
 TARGET_ROWS = 3
@@ -218,6 +218,30 @@ def capacity_page(request: HttpRequest) -> HttpResponse:
     return page(request, "frontend/capacity.html", context, nav="capacity")
 
 
+def replays_shown(plan: CapacityPlan) -> dict[str, Any] | None:
+    """A plan whose replays were shared out among the workers: per worker,
+    the replays it finished and their time, and the one it replays now; and
+    how many were replayed ahead of the search and not asked for."""
+    rows = plan.replays.values_list("worker", "state", "seconds", "asked", "flavor", "gpus")
+    workers: dict[str, dict[str, Any]] = {}
+    ahead = 0
+    for worker, state, seconds, asked, flavor, gpus in rows:
+        if not worker:  # queued, or ended before anyone took it
+            continue
+        shown = workers.setdefault(
+            worker, {"name": worker, "done": 0, "seconds": 0.0, "replaying": None}
+        )
+        if state == ReplayPartState.DONE:
+            shown["done"] += 1
+            shown["seconds"] += seconds or 0.0
+            ahead += not asked
+        elif state == ReplayPartState.RUNNING and plan.state == WhatIfState.RUNNING:
+            shown["replaying"] = f"{flavor} at {gpus} GPUs"
+    if not workers:
+        return None
+    return {"workers": [workers[name] for name in sorted(workers)], "ahead": ahead}
+
+
 @login_required
 def capacity_plan(request: HttpRequest, plan_id: int) -> HttpResponse:
     _admin_only(request)
@@ -238,6 +262,7 @@ def capacity_plan(request: HttpRequest, plan_id: int) -> HttpResponse:
         if plan.finished_at and plan.started_at
         else None,
         "found": result_view(plan) if plan.state == WhatIfState.SUCCEEDED else None,
+        "shared": replays_shown(plan),
     }
     return page(
         request,

@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 from tests.browser.conftest import Guard, login, screenshot
 from tests.jobs.conftest import Org, org
 from tests.whatif.test_capacity_plan import steady
-from whatif.models import CapacityPlan, WhatIfState
+from whatif.models import CapacityPlan, PlanReplay, ReplayPartState, WhatIfState
 
 pytestmark = pytest.mark.browser
 __all__ = ["org", "steady"]
@@ -57,6 +57,21 @@ def test_an_admin_plans_and_reads_the_answer(
     text = page.locator("main").inner_text()
     assert not RAW_FLOAT.search(text), RAW_FLOAT.findall(text)
     screenshot(page, "capacity-plan")
+    # Had its replays been shared out, the page says who replayed them.
+    done = ReplayPartState.DONE
+    for gpus, worker, seconds, asked in [(48, "celery@a", 3.4, True), (56, "celery@b", 5.8, False)]:
+        PlanReplay.objects.create(
+            plan=plan, flavor="h100", gpus=gpus, seed=0, state=done, asked=asked,
+            worker=worker, seconds=seconds,
+        )  # fmt: skip
+    page.reload()
+    expect(page.locator("#capacity-workers")).to_have_text(
+        "Replays shared out among the workers: celery@a, 1 replay in 3 s; celery@b, 1 replay "
+        "in 6 s. 1 of them was replayed ahead of the search and not asked for."
+    )
+    text = page.locator("main").inner_text()
+    assert not RAW_FLOAT.search(text), RAW_FLOAT.findall(text)
+    screenshot(page, "capacity-plan-shared")
 
 
 def test_a_member_finds_no_capacity_page(
