@@ -148,8 +148,9 @@ if BERTH_JOB_CREATE_ATTEMPTS > 1000:
 BERTH_JOB_CREATE_REDRIVE_SECONDS = env.number("BERTH_JOB_CREATE_REDRIVE_SECONDS", 10, minimum=1)
 BERTH_JOB_REDRIVE_QUEUE_LIMIT = env.number("BERTH_JOB_REDRIVE_QUEUE_LIMIT", 20, minimum=0)
 # A what-if replaying at least BERTH_REPLAY_SPLIT_MIN workloads, in more than one
-# independent cohort tree, is shared out among the Celery workers (whatif.scaleout):
-# as many parts as BERTH_REPLAY_WORKERS, or, at 0, as workers answer a ping.
+# independent cohort tree, is shared out among the Celery workers (whatif.scaleout),
+# and so are a capacity plan's replays (whatif.plan_scaleout): among
+# BERTH_REPLAY_WORKERS, or, at 0, the worker processes that answer (pool sizes).
 BERTH_REPLAY_SPLIT_MIN = env.number("BERTH_REPLAY_SPLIT_MIN", 5_000, minimum=1)
 BERTH_REPLAY_WORKERS = env.number("BERTH_REPLAY_WORKERS", 0, minimum=0)
 # Approvals (the urgent-release AdmissionCheck): how long a request may wait for a

@@ -64,24 +64,32 @@ class _ClaimLost(Exception):
 
 def replay_workers() -> int:
     """How many parts to deal: one with no broker (tasks run here);
-    ``BERTH_REPLAY_WORKERS``; else the worker nodes that answer a ping, this
-    one included. A solo-pool worker busy with a task does not answer, and a
-    node counts once however many processes its pool has: set
-    ``BERTH_REPLAY_WORKERS`` to the processes there are."""
+    ``BERTH_REPLAY_WORKERS``; else the processes of the worker nodes that
+    answer (each node's pool size: a prefork node of 4 counts 4), this
+    node counted once even when it is too busy to answer (a solo pool
+    answers nothing while it runs a task)."""
     if current_app.conf.task_always_eager:  # tasks run here, one after another
         return 1
     if settings.BERTH_REPLAY_WORKERS:
         return int(settings.BERTH_REPLAY_WORKERS)
     try:
-        replies = current_app.control.ping(timeout=0.5) or []
+        stats = current_app.control.inspect(timeout=0.5).stats() or {}
     except Exception:  # no broker to ask: replay here
         log.warning("could not count the Celery workers; replaying in one part", exc_info=True)
         return 1
-    names = {name for reply in replies for name in reply}
+    processes = {name: _pool_size(info) for name, info in stats.items()}
     me = getattr(current_task.request, "hostname", None) if current_task else None
-    if me:
-        names.add(me)
-    return max(1, len(names))
+    if me and me not in processes:
+        processes[me] = 1
+    return max(1, sum(processes.values()))
+
+
+def _pool_size(stats: Any) -> int:
+    """The processes a node's ``inspect stats`` says its pool runs (1 if it
+    does not say: a solo or threads pool it cannot tell)."""
+    pool = stats.get("pool") if isinstance(stats, Mapping) else None
+    size = pool.get("max-concurrency") if isinstance(pool, Mapping) else None
+    return size if isinstance(size, int) and size > 0 else 1
 
 
 def _seal(payload: Any, run_id: int, index: int) -> tuple[bytes, str]:
