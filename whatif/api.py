@@ -55,7 +55,7 @@ class CapacityPlanList(APIView):
 
     @extend_schema(operation_id="capacity_plans_list", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
-        plans = CapacityPlan.objects.select_related("created_by")[:RECENT]
+        plans = CapacityPlan.objects.select_related("created_by").defer("replay_inputs")[:RECENT]
         return Response({"results": [plan_json(plan) for plan in plans]})
 
     @extend_schema(
@@ -75,5 +75,7 @@ class CapacityPlanDetail(APIView):
 
     @extend_schema(operation_id="capacity_plans_retrieve", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: int) -> Response:
-        plan = get_object_or_404(CapacityPlan.objects.select_related("created_by"), pk=pk)
+        plan = get_object_or_404(
+            CapacityPlan.objects.select_related("created_by").defer("replay_inputs"), pk=pk
+        )
         return Response(plan_json(plan))

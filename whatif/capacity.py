@@ -33,7 +33,7 @@ from queues.errors import FieldError, PolicyInvalid
 from queues.reconcile import desired_objects, policy_version
 from whatif.figures import _clean
 from whatif.models import CapacityPlan, WhatIfSource, WhatIfState
-from whatif.plan_scaleout import ReplayFailed, search_apart
+from whatif.plan_scaleout import PlanEnded, ReplayFailed, search_apart
 from whatif.proposal import (
     MAX_PLAN_WORKLOADS,
     MAX_SCENARIO_BYTES,
@@ -520,7 +520,7 @@ def execute_plan(plan_id: int) -> str:
     )
     if not claimed:
         return "skipped"
-    plan = CapacityPlan.objects.get(pk=plan_id)
+    plan = CapacityPlan.objects.defer("replay_inputs").get(pk=plan_id)
     try:
         result = run_search(_checked_again(plan), _Progress(plan_id), plan_id)
     except PolicyInvalid as exc:
@@ -528,6 +528,8 @@ def execute_plan(plan_id: int) -> str:
         return _finish(plan_id, WhatIfState.FAILED, error=f"the plan can no longer run:\n{message}")
     except ReplayFailed as exc:  # shared out: a replay it asked for failed
         return _finish(plan_id, WhatIfState.FAILED, error=f"the search failed: {exc}")
+    except PlanEnded:  # closed under it (taken for lost): nothing more to write
+        return "lost"
     except Exception as exc:  # a plan must end, whatever went wrong
         log.exception("capacity plan %s failed", plan_id)
         return _finish(plan_id, WhatIfState.FAILED, error=f"the search failed: {exc!r}")

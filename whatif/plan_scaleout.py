@@ -15,7 +15,8 @@ The search is given each replay's own figures, whoever replayed it: its
 answers, curve and replay count are those of the search run in one process.
 The search's request (policy, the stream pickled, targets) is stored with
 the plan, signed, while its replays run; workers keep the last plan's
-request they read, so each replay does not read it again.
+request they unpickled, so each replay does not unpickle it again (nor keep
+it once the plan is over).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from django.db import DatabaseError
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -35,7 +37,15 @@ from queues.engine.capacity_lookahead import next_points
 from queues.engine.capacity_search import Figures, FrozenStream, Point, Request, Search
 from whatif.models import CapacityPlan, PlanReplay, ReplayPartState, WhatIfState
 from whatif.proposal import ALIVE_EVERY_SECONDS
-from whatif.sharing import BEAT_SECONDS, POLL_SECONDS, seal, unattended, unseal, worker_name
+from whatif.sharing import (
+    BEAT_SECONDS,
+    POLL_SECONDS,
+    Unsigned,
+    seal,
+    unattended,
+    unseal,
+    worker_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +62,16 @@ class _ClaimLost(Exception):
     """The replay was taken over (or its plan is over): stop replaying it."""
 
 
-# The last plan's request a worker read, by (plan, signature): a worker
-# replays many points of one plan, and reading the stream is most of a
+class _NotTheReplays(Exception):
+    """A beat failed (its ``__cause__``): the database, or the plan's own look."""
+
+
+class PlanEnded(Exception):
+    """The plan was closed while its search ran (its task was taken for lost)."""
+
+
+# The last plan's request a worker unpickled, by (plan, signature): a worker
+# replays many points of one plan, and unpickling the stream is much of a
 # small replay's cost.
 _read: dict[tuple[int, str], Request] = {}
 
@@ -65,6 +83,7 @@ def _request_of(plan_id: int) -> Request | None:
         .first()
     )
     if stored is None or not stored[1]:
+        _read.clear()  # the plan is over: its stream need not stay in memory
         return None
     key = (plan_id, stored[1])
     if key not in _read:
@@ -95,7 +114,10 @@ def run_replay(
     """Replay a claimed point of a plan and store its figures; ``request``
     is the plan's (read from the plan when not given), ``between`` runs at
     every beat (the plan's own task keeping its plan alive). Returns
-    ``done``, ``failed`` or ``taken over``."""
+    ``done``, ``failed`` (the replay itself failed, or its inputs were
+    refused), ``released`` (it could not be read or beat: queued again, for
+    any worker) or ``taken over``. An error of ``between`` is the caller's:
+    the replay is queued again and the error raised."""
     mine = PlanReplay.objects.filter(pk=replay_id, token=token)
     point = mine.values_list("plan_id", "flavor", "gpus", "seed").first()
     if point is None:
@@ -105,34 +127,54 @@ def run_replay(
     last_beat = [-BEAT_SECONDS]  # the first beat looks: a replay of an ended plan stops at once
 
     def beat() -> None:
-        if between is not None:
-            between()
-        now = time.monotonic()
-        if now - last_beat[0] < BEAT_SECONDS:
-            return
-        last_beat[0] = now
-        # Only while the plan runs: a plan that ended frees its workers.
-        live = mine.filter(state=ReplayPartState.RUNNING, plan__state=WhatIfState.RUNNING)
-        if not live.update(heartbeat_at=Now()):
+        try:
+            if between is not None:
+                between()
+            now = time.monotonic()
+            if now - last_beat[0] < BEAT_SECONDS:
+                return
+            last_beat[0] = now
+            # Only while the plan runs: a plan that ended frees its workers.
+            live = mine.filter(state=ReplayPartState.RUNNING, plan__state=WhatIfState.RUNNING)
+            updated = live.update(heartbeat_at=Now())
+        except Exception as exc:
+            raise _NotTheReplays from exc
+        if not updated:
             raise _ClaimLost
+
+    def end(state: ReplayPartState, **fields: Any) -> int:
+        return mine.filter(state=ReplayPartState.RUNNING).update(state=state, **fields)
 
     try:
         request = request or _request_of(plan_id)
         if request is None:  # the plan ended, or its inputs were dropped with it
-            raise _ClaimLost
+            return "taken over"
         figures = Search(request).replay(flavor, gpus, seed, beat=beat)
     except _ClaimLost:
         return "taken over"
-    except Exception as exc:  # a replay must end, whatever went wrong
-        log.exception("capacity plan %s: replay of %s at %s GPUs failed", plan_id, flavor, gpus)
-        mine.filter(state=ReplayPartState.RUNNING).update(
-            state=ReplayPartState.FAILED,
-            error=f"{type(exc).__name__}: {exc}",
-            finished_at=timezone.now(),
-        )
+    except Unsigned as exc:  # refused: no worker could replay it
+        end(ReplayPartState.FAILED, error=f"Unsigned: {exc}", finished_at=timezone.now())
         return "failed"
-    finished = mine.filter(state=ReplayPartState.RUNNING).update(
-        state=ReplayPartState.DONE,
+    except _NotTheReplays as failed:
+        # Not the replay's fault (the database, or the plan's own look while it
+        # waits): queued again, so a worker, or this one later, replays it.
+        end(ReplayPartState.QUEUED, token="")
+        cause = failed.__cause__
+        if between is not None and cause is not None:
+            raise cause from None
+        log.warning("capacity plan %s: replay of %s at %s GPUs released", plan_id, flavor, gpus)
+        return "released"
+    except DatabaseError:
+        log.warning("capacity plan %s: could not read its inputs; released", plan_id, exc_info=True)
+        end(ReplayPartState.QUEUED, token="")
+        return "released"
+    except Exception as exc:  # the replay itself failed: one process would fail the same way
+        log.exception("capacity plan %s: replay of %s at %s GPUs failed", plan_id, flavor, gpus)
+        error = f"{type(exc).__name__}: {exc}"
+        end(ReplayPartState.FAILED, error=error, finished_at=timezone.now())
+        return "failed"
+    finished = end(
+        ReplayPartState.DONE,
         figures=figures,
         seconds=time.monotonic() - started,
         finished_at=timezone.now(),
@@ -187,6 +229,8 @@ class SharedReplays:
             plan_id=self.plan_id, flavor=point[0], gpus=point[1], seed=point[2]
         )
         while True:
+            if not CapacityPlan.objects.filter(pk=self.plan_id, state=WhatIfState.RUNNING).exists():
+                raise PlanEnded(f"capacity plan {self.plan_id} was closed while it searched")
             done = self._done()
             if point in done:
                 mine.update(asked=True)
@@ -301,6 +345,7 @@ def search_apart(
 
 __all__ = [
     "REPLAY_PLAN_POINT",
+    "PlanEnded",
     "ReplayFailed",
     "SharedReplays",
     "claim",

@@ -213,7 +213,7 @@ def capacity_page(request: HttpRequest) -> HttpResponse:
         },
         "classes": classes,
         "offered": offered,
-        "recent": CapacityPlan.objects.select_related("created_by")[:RECENT],
+        "recent": CapacityPlan.objects.select_related("created_by").defer("replay_inputs")[:RECENT],
     }
     return page(request, "frontend/capacity.html", context, nav="capacity")
 
@@ -245,7 +245,9 @@ def replays_shown(plan: CapacityPlan) -> dict[str, Any] | None:
 @login_required
 def capacity_plan(request: HttpRequest, plan_id: int) -> HttpResponse:
     _admin_only(request)
-    plan = get_object_or_404(CapacityPlan.objects.select_related("created_by"), pk=plan_id)
+    plan = get_object_or_404(
+        CapacityPlan.objects.select_related("created_by").defer("replay_inputs"), pk=plan_id
+    )
     stale = (
         plan.state == WhatIfState.RUNNING
         and plan.heartbeat_at is not None

@@ -17,6 +17,7 @@ from tests.engine.test_capacity_lookahead import JITTERED, jittered
 from whatif.models import CapacityPlan, PlanReplay, ReplayPartState, WhatIfState
 from whatif.plan_scaleout import (
     ENDED_WITH_THE_PLAN,
+    PlanEnded,
     ReplayFailed,
     SharedReplays,
     claim,
@@ -139,3 +140,42 @@ def test_a_stalled_plan_ends_its_replays_and_drops_its_inputs() -> None:
     assert claim(queued.pk) is None
     plan.refresh_from_db()
     assert plan.state == WhatIfState.FAILED and bytes(plan.replay_inputs) == b""
+
+
+def test_a_search_whose_plan_was_closed_under_it_stops_and_leaves_nothing_running() -> None:
+    """Its task was taken for lost (silent 30 minutes) and came back: it
+    queues nothing more and ends its replays, rather than wait for ever."""
+    plan = running_plan()
+    CapacityPlan.objects.filter(pk=plan.pk).update(state=WhatIfState.FAILED)
+    with pytest.raises(PlanEnded):
+        search_apart(plan.pk, jittered(16), 2)
+    assert not PlanReplay.objects.filter(plan=plan).exclude(state=ReplayPartState.FAILED).exists()
+    plan.refresh_from_db()
+    assert bytes(plan.replay_inputs) == b""
+
+
+def test_a_replay_that_fails_in_itself_fails_and_one_whose_caller_failed_is_queued_again() -> None:
+    plan = running_plan()
+    req = jittered(16)
+    SharedReplays(plan.pk, req, workers=2)
+    broken = PlanReplay.objects.create(plan=plan, flavor="a100", gpus=8, seed=0)
+    token = claim(broken.pk)
+    assert token is not None
+    assert run_replay(broken.pk, token, req) == "failed"  # no such flavor: the engine says so
+    broken.refresh_from_db()
+    assert broken.state == ReplayPartState.FAILED and "a100" in broken.error
+
+    row = PlanReplay.objects.create(plan=plan, flavor="h100", gpus=16, seed=0)
+    token = claim(row.pk)
+    assert token is not None
+
+    def look() -> None:
+        raise RuntimeError("the plan's own look failed")
+
+    long = request(steady(8, count=3000), seeds=1, perturbation=JITTERED)
+    long.targets = [Target("training-large", 90, 10**9)]  # runs long enough to beat
+    with pytest.raises(RuntimeError, match="own look"):
+        run_replay(row.pk, token, long, between=look)
+    row.refresh_from_db()
+    assert (row.state, row.token, row.error) == (ReplayPartState.QUEUED, "", "")
+    assert replay_task(row.pk) == "done"  # any worker takes it up again
