@@ -15,7 +15,7 @@ from queues.engine.model import FlavorResource, Workload
 from queues.engine.usage_meter import QueueRates, QueueTotals
 
 
-@dataclass
+@dataclass(slots=True)
 class WorkloadRecord:
     key: str
     cluster_queue: str
