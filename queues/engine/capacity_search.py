@@ -135,10 +135,22 @@ class _Watched(Simulator):
         policy: Policy,
         workloads: list[tuple[Workload, str]],
         watches: list[_Watch],
+        *,
+        load: Load,
         beat: Callable[[], None] | None = None,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(policy, workloads, **kwargs)
+        # The simulator's settings named one by one, not passed on as **kwargs:
+        # compiled (mypyc), a super().__init__(**kwargs) mixes its arguments up.
+        super().__init__(
+            policy,
+            workloads,
+            start=0.0 if load.horizon is not None else None,
+            horizon=load.horizon,
+            context=load.context,
+            eviction_delay=load.eviction_delay,
+            requeue_delay=load.requeue_delay,
+            check_delays=load.check_delays,
+        )
         self.watches = watches
         self.beat = beat
         self.events = 0
@@ -282,16 +294,7 @@ class Search:
             horizon=load.horizon,
         )
         simulator = _Watched(
-            policy,
-            stream,
-            self._watches(stream, load.context),
-            beat=beat,
-            start=0.0 if load.horizon is not None else None,
-            horizon=load.horizon,
-            context=load.context,
-            eviction_delay=load.eviction_delay,
-            requeue_delay=load.requeue_delay,
-            check_delays=load.check_delays,
+            policy, stream, self._watches(stream, load.context), load=load, beat=beat
         )
         try:
             result = simulator.run()

@@ -243,7 +243,7 @@ class Workload:
         """An independent copy for another replay: its own state, the pod sets
         shared (frozen, and nothing changes their requests). A replay starts
         from fresh copies of every workload, and deepcopy cost seconds of it."""
-        twin = object.__new__(Workload)
+        twin = Workload.__new__(Workload)  # not object.__new__: a compiled class refuses it
         for name in _WORKLOAD_SLOTS:
             setattr(twin, name, getattr(self, name))
         if self.admission is not None:

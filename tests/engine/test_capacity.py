@@ -335,15 +335,16 @@ def test_a_flavor_the_targets_queues_do_not_list_is_not_searched() -> None:
     assert h100["answers"][0]["served"] and h100["gpus"] == 24
 
 
-class Scripted(Search):
-    """The search over made-up replays: seed ``s`` holds from ``needs[s]`` GPUs."""
+class Scripted:
+    """Made-up replays for the search (its replayer): seed ``s`` holds from
+    ``needs[s]`` GPUs."""
 
-    def __init__(self, needs: list[int], nominal: int = 16) -> None:
-        super().__init__(request(steady(nominal), seeds=len(needs)))
+    def __init__(self, needs: list[int]) -> None:
         self.needs = needs
         self.asked: list[tuple[int, int]] = []
 
-    def seed(self, flavor: str, gpus: int, seed: int) -> dict[str, dict[str, Any]]:
+    def __call__(self, point: tuple[str, int, int]) -> dict[str, dict[str, Any]]:
+        _, gpus, seed = point
         self.asked.append((gpus, seed))
         wait = 0.0 if gpus >= self.needs[seed] else 3600.0
         return {"training-large": {"wait": wait, "at_least": False, "workloads": 1}}
@@ -356,10 +357,11 @@ class Scripted(Search):
 def test_the_worst_seed_decides_and_only_capacities_from_the_first_seeds_answer_replay_all(
     needs: list[int], nominal: int
 ) -> None:
-    search = Scripted(needs, nominal)
+    scripted = Scripted(needs)
+    search = Search(request(steady(nominal), seeds=len(needs)), replayer=scripted)
     assert search.smallest(Target("training-large", 90, 60.0), "h100")["gpus"] == max(needs)
     first = needs[0]
-    assert all(gpus >= first for gpus, seed in search.asked if seed > 0)
+    assert all(gpus >= first for gpus, seed in scripted.asked if seed > 0)
 
 
 @pytest.mark.parametrize("nominal", [8, 16, 64])
