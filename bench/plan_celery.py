@@ -134,7 +134,7 @@ def bench(args: argparse.Namespace, queue: str) -> None:
             for name, seconds in sorted(by_worker.items()):
                 print(f"  {name:<28} {len(seconds):>3} replays, {sum(seconds):6.1f} s")
             ahead = rows.filter(asked=False).count()
-            print(f"  replayed ahead and not asked for (or dropped unstarted): {ahead}")
+            print(f"  replayed ahead and never asked for (dropped ones leave no row): {ahead}")
             if args.timeline:
                 began = plan.started_at
                 for row in rows.exclude(claimed_at=None).order_by("claimed_at"):
