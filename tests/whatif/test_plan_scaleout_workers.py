@@ -7,18 +7,14 @@ process."""
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
-from controlplane.celery import app
-from tests.chaos.harness import berth_env, tail, tasks_to, wait
-from tests.database import worker_database_url
+from tests.chaos.harness import wait
 from tests.engine.test_capacity import steady
-from tests.whatif.test_scaleout_workers import worker
+from tests.whatif.celery_workers import SOLO, celery_workers
 from whatif.capacity import _checked_again, create_plan, run_search
 from whatif.models import CapacityPlan, PlanReplay, ReplayPartState, WhatIfState
 
@@ -46,36 +42,15 @@ def plan_body() -> dict[str, object]:
 def test_two_workers_share_a_plans_replays_and_its_result_is_one_processs(
     tmp_path: Path,
 ) -> None:
-    redis_url = os.environ.get("REDIS_URL")
-    if not redis_url:
-        pytest.fail("REDIS_URL is not set: run `make test`, which provides Redis")
-    queue = f"berth-test-{uuid.uuid4().hex[:8]}"
-    logs = {name: tmp_path / f"{name}.log" for name in ("a", "b")}
-    with tasks_to(redis_url, queue):
-        env = berth_env(
-            tmp_path,
-            DATABASE_URL=worker_database_url(),
-            CELERY_BROKER_URL=redis_url,
-            BERTH_CELERY_QUEUE=queue,
-            BERTH_REPLAY_SPLIT_MIN="1",
-            BERTH_REPLAY_WORKERS="2",
+    with celery_workers(
+        tmp_path, {"a": SOLO, "b": SOLO}, BERTH_REPLAY_SPLIT_MIN="1", BERTH_REPLAY_WORKERS="2"
+    ) as tails:
+        plan = create_plan(None, plan_body())
+        wait(
+            lambda: CapacityPlan.objects.get(pk=plan.pk).done,
+            lambda: "the plan to end: " + tails(),
+            300,
         )
-        workers = [worker(name, env, log).start() for name, log in logs.items()]
-        try:
-            wait(
-                lambda: len(app.control.ping(timeout=1.0) or []) >= 2,
-                lambda: "both workers to answer: " + " / ".join(tail(p) for p in logs.values()),
-                120,
-            )
-            plan = create_plan(None, plan_body())
-            wait(
-                lambda: CapacityPlan.objects.get(pk=plan.pk).done,
-                lambda: "the plan to end: " + " / ".join(tail(p) for p in logs.values()),
-                300,
-            )
-        finally:
-            for process in workers:
-                process.stop()
     plan.refresh_from_db()
     assert plan.state == WhatIfState.SUCCEEDED, plan.error
     alone = run_search(_checked_again(plan))  # in this process, one replay after another
