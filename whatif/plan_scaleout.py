@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -44,8 +43,8 @@ from whatif.sharing import (
     seal,
     unattended,
     unseal,
-    worker_name,
 )
+from whatif.sharing import claim as take
 
 log = logging.getLogger(__name__)
 
@@ -94,15 +93,7 @@ def _request_of(plan_id: int) -> Request | None:
 
 def claim(replay_id: int) -> str | None:
     """Take a queued replay, or one whose worker fell silent; its new token."""
-    token = uuid.uuid4().hex
-    taken = PlanReplay.objects.filter(unattended(), pk=replay_id).update(
-        state=ReplayPartState.RUNNING,
-        token=token,
-        worker=worker_name(),
-        claimed_at=Now(),
-        heartbeat_at=Now(),
-    )
-    return token if taken else None
+    return take(PlanReplay.objects.filter(pk=replay_id))
 
 
 def run_replay(
@@ -215,7 +206,6 @@ class SharedReplays:
         self.plan_id = plan_id
         self.request = frozen(request)
         self.workers = max(1, workers)
-        self.told: dict[Point, Figures] = {}  # what the search was given
         self.waiting: Point | None = None
         self.alive_at = self.looked_at = time.monotonic()
         blob, signature = seal(self.request, SALT, str(plan_id))
@@ -234,7 +224,6 @@ class SharedReplays:
             done = self._done()
             if point in done:
                 mine.update(asked=True)
-                self.told[point] = done[point]
                 return done[point]
             failed = mine.filter(state=ReplayPartState.FAILED).values_list("error", flat=True)
             for error in failed:
@@ -255,7 +244,8 @@ class SharedReplays:
         no longer wanted are dropped."""
         self.looked_at = time.monotonic()
         done = self._done() if done is None else done
-        wanted = next_points(self.request, {**done, **self.told}, self.workers)
+        # Every replay the search was given stays done: it is in ``done``.
+        wanted = next_points(self.request, done, self.workers)
         if self.waiting is not None and self.waiting not in done and self.waiting not in wanted:
             wanted = [self.waiting, *wanted]  # the search asks what it asks
         rows = PlanReplay.objects.filter(plan_id=self.plan_id)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,7 +35,8 @@ from queues.engine.result_codec import from_json, to_json
 from queues.engine.split import SERIES_KINDS, GroupReplay, group_replays, merge
 from whatif.models import ReplayCheckpoint, ReplayPart, ReplayPartState, WhatIfRun, WhatIfState
 from whatif.proposal import ALIVE_EVERY_SECONDS
-from whatif.sharing import BEAT_SECONDS, POLL_SECONDS, seal, unattended, unseal, worker_name
+from whatif.sharing import BEAT_SECONDS, POLL_SECONDS, seal, unattended, unseal
+from whatif.sharing import claim as take
 
 log = logging.getLogger(__name__)
 
@@ -149,16 +149,7 @@ def plan_parts(
 
 def claim(part_id: int) -> str | None:
     """Take a queued part, or one whose worker fell silent; its new token."""
-    token = uuid.uuid4().hex
-    taken = ReplayPart.objects.filter(unattended(), pk=part_id).update(
-        state=ReplayPartState.RUNNING,
-        token=token,
-        worker=worker_name(),
-        claimed_at=Now(),
-        heartbeat_at=Now(),
-        share=0.0,
-    )
-    return token if taken else None
+    return take(ReplayPart.objects.filter(pk=part_id), share=0.0)
 
 
 def run_part(part_id: int, token: str, between: Callable[[], None] | None = None) -> str:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import hmac
 import pickle
 import socket
+import uuid
 import zlib
 from datetime import timedelta
 from typing import Any
 
 from celery import current_task
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 from django.utils.crypto import salted_hmac
 
@@ -57,6 +58,22 @@ def worker_name() -> str:
     """This worker's node name (in a task), else the host's."""
     hostname = getattr(current_task.request, "hostname", None) if current_task else None
     return str(hostname or socket.gethostname())
+
+
+def claim(rows: QuerySet[Any], **reset: Any) -> str | None:
+    """Take the row of ``rows`` (one, by primary key) if no one replays it:
+    running under a new token (returned), this worker's, beating from now;
+    ``reset`` starts the row's own progress over. None if it is taken."""
+    token = uuid.uuid4().hex
+    taken = rows.filter(unattended()).update(
+        state="running",
+        token=token,
+        worker=worker_name(),
+        claimed_at=Now(),
+        heartbeat_at=Now(),
+        **reset,
+    )
+    return token if taken else None
 
 
 def unattended() -> Q:
