@@ -38,38 +38,38 @@ from queues.engine.scenario import load  # noqa: E402
 from queues.engine.simulator import ARRIVE, Simulator  # noqa: E402
 
 
-class Probing(Simulator):
-    """The simulator, asking for an estimate as chosen workloads arrive."""
+class Probing:
+    """Asks for an estimate as chosen workloads arrive in ``simulator``
+    (its ``after_event`` hook)."""
 
-    def __init__(self, *args: Any, every: int, pace: Pace, replay: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, simulator: Simulator, *, every: int, pace: Pace, replay: float) -> None:
+        self.simulator = simulator
         self.every = max(1, every)
         self.pace = pace
         self.replay = replay
         self.arrived = 0
         self.seen: list[Workload] = []
         self.asked: dict[str, tuple[float, StartEstimate]] = {}
+        simulator.after_event = self.after_event
 
-    def _handle(self, now: float, kind: str, payload: Any) -> None:
-        super()._handle(now, kind, payload)
+    def after_event(self, now: float, kind: str, payload: Any) -> None:
         if kind != ARRIVE or payload.admission is not None:
             return
         self.seen.append(payload)
         self.arrived += 1
         if self.arrived % self.every:
             return
-        self.scheduler.now = now
+        scheduler = self.simulator.scheduler
+        scheduler.now = now
         self.asked[payload.key] = (
             now,
-            estimate_start(
-                self.scheduler, payload.key, now, pace=self.pace, arrivals=self._again(now)
-            ),
+            estimate_start(scheduler, payload.key, now, pace=self.pace, arrivals=self._again(now)),
         )
 
     def _again(self, now: float) -> list[Workload]:
         """The arrivals of the last ``replay`` seconds (or of the run so far,
         if shorter), once more, that much later."""
-        span = min(self.replay, now - self.start)
+        span = min(self.replay, now - self.simulator.start)
         if span <= 0:
             return []
         again = []
@@ -104,14 +104,14 @@ def main() -> int:
     timing = scenario.timing
     pace = Pace(timing.requeue_delay, timing.eviction_delay)
     started = time.perf_counter()
-    simulator = Probing(
+    simulator = Simulator(
         scenario.policy,
         workload_stream(scenario),
         requeue_delay=timing.requeue_delay,
         eviction_delay=timing.eviction_delay,
-        every=args.every,
-        pace=pace,
-        replay=0.0 if args.no_arrivals else 3600.0,
+    )
+    probing = Probing(
+        simulator, every=args.every, pace=pace, replay=0.0 if args.no_arrivals else 3600.0
     )
     result = simulator.run()
     elapsed = time.perf_counter() - started
@@ -119,7 +119,7 @@ def main() -> int:
     slack = max(1.0, timing.requeue_delay)
     inside = unknown = fits_said = fits_right = never_admitted = 0
     errors: list[float] = []
-    for key, (asked_at, estimate) in simulator.asked.items():
+    for key, (asked_at, estimate) in probing.asked.items():
         admitted = result.records[key].first_admitted
         if estimate.earliest is None or estimate.latest is None:
             unknown += 1
@@ -135,16 +135,16 @@ def main() -> int:
             fits_right += admitted <= asked_at + slack
     if args.dump:
         with Path(args.dump).open("w") as out:
-            for key, (asked_at, estimate) in simulator.asked.items():
+            for key, (asked_at, estimate) in probing.asked.items():
                 row = [key, asked_at, estimate.earliest, estimate.latest]
                 out.write(json.dumps([*row, result.records[key].first_admitted]) + "\n")
-    asked = len(simulator.asked)
+    asked = len(probing.asked)
     judged = asked - unknown - never_admitted
     median = statistics.median(errors) if errors else None
     p90 = percentile(errors, 0.9)
     print(f"scenario        {args.scenario}")
     which = "every arrival" if args.every == 1 else f"every {args.every}th arrival"
-    print(f"estimates       {asked} ({which} of {simulator.arrived})")
+    print(f"estimates       {asked} ({which} of {probing.arrived})")
     print(f"wall            {elapsed:.1f} s")
     print(f"inside range    {inside}/{judged} = {inside / max(judged, 1):.0%}   (goal >= 80%)")
     if median is not None and p90 is not None:

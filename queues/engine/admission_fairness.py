@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.model import AdmissionFairSharing, Workload
 from queues.quantity import QuantityError, parse_decimal
 
@@ -55,6 +57,7 @@ def requests_of(workload: Workload) -> dict[str, float]:
     return _amounts(total)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class UsageLedger:
     """Consumed resources and pending entry penalties per LocalQueue."""
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.messages import kubernetes_quantity, request_order
 from queues.engine.model import (
     ClusterQueue,
@@ -50,6 +52,7 @@ class Mode(IntEnum):
 Oracle = Callable[[Workload, FlavorResource, int], tuple[Mode, int]]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class QuotaCheck:
     """One flavor × resource examined for a pod set: the numbers behind the
@@ -66,6 +69,7 @@ class QuotaCheck:
     borrow: int
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class FlavorOutcome:
     """How one flavor would serve a resource group: the worst mode over its
@@ -79,6 +83,7 @@ class FlavorOutcome:
     nodes: dict[str, int] = field(default_factory=dict)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class PodSetAssignment:
     name: str
@@ -93,6 +98,7 @@ class PodSetAssignment:
     attempts: list[dict[str, str]] = field(default_factory=list)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class Assignment:
     pod_sets: list[PodSetAssignment]
@@ -187,6 +193,7 @@ def _try_next(mode: Mode, borrow: int, queue: ClusterQueue) -> bool:
     return borrow > 0 and fungibility.when_can_borrow is FungibilityAction.TRY_NEXT_FLAVOR
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class FlavorAssigner:
     """Assigns flavors for one workload in one ClusterQueue against the tree's
     current usage. ``oracle`` simulates preemption for one flavor-resource."""

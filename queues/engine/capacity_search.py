@@ -123,46 +123,32 @@ class _Watch:
     late: int = 0
 
 
-class _Watched(Simulator):
-    """The simulator, stopped as soon as every target has failed: a capacity
-    far too small replays a month of ever longer queues, the slowest replays
-    of a search, to learn only that it is too small. A workload is late once
-    the clock passes its deadline with it not admitted by then; more late
-    than the percentile allows and the target fails whatever happens next."""
+class _Watcher:
+    """Stops a replay as soon as every target has failed: a capacity far too
+    small replays a month of ever longer queues, the slowest replays of a
+    search, to learn only that it is too small. A workload is late once the
+    clock passes its deadline with it not admitted by then; more late than
+    the percentile allows and the target fails whatever happens next. It
+    watches the simulator's events (``Simulator.before_event``)."""
 
     def __init__(
         self,
-        policy: Policy,
-        workloads: list[tuple[Workload, str]],
+        records: dict[str, WorkloadRecord],
         watches: list[_Watch],
-        *,
-        load: Load,
         beat: Callable[[], None] | None = None,
     ) -> None:
-        # The simulator's settings named one by one, not passed on as **kwargs:
-        # compiled (mypyc), a super().__init__(**kwargs) mixes its arguments up.
-        super().__init__(
-            policy,
-            workloads,
-            start=0.0 if load.horizon is not None else None,
-            horizon=load.horizon,
-            context=load.context,
-            eviction_delay=load.eviction_delay,
-            requeue_delay=load.requeue_delay,
-            check_delays=load.check_delays,
-        )
+        self.records = records
         self.watches = watches
         self.beat = beat
         self.events = 0
 
-    def _handle(self, now: float, kind: str, payload: Any) -> None:
+    def before_event(self, now: float, kind: str, payload: Any) -> None:
         if self.watches:
             self._check(now)
         if self.beat is not None:
             self.events += 1
             if self.events % BEAT_EVERY_EVENTS == 0:
                 self.beat()
-        super()._handle(now, kind, payload)
 
     def _check(self, now: float) -> None:
         failed = True
@@ -293,9 +279,18 @@ class Search:
             context=load.context,
             horizon=load.horizon,
         )
-        simulator = _Watched(
-            policy, stream, self._watches(stream, load.context), load=load, beat=beat
+        simulator = Simulator(
+            policy,
+            stream,
+            start=0.0 if load.horizon is not None else None,
+            horizon=load.horizon,
+            context=load.context,
+            eviction_delay=load.eviction_delay,
+            requeue_delay=load.requeue_delay,
+            check_delays=load.check_delays,
         )
+        watcher = _Watcher(simulator.records, self._watches(stream, load.context), beat)
+        simulator.before_event = watcher.before_event
         try:
             result = simulator.run()
             records, end, stopped = result.records, result.end, None

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.fairshare import Share, compare, dominant_resource_share
 from queues.engine.model import (
     ClusterQueue,
@@ -26,6 +28,7 @@ from queues.engine.quota import Node
 from queues.engine.victim_search import Candidate, Reason, Target, Variant, VictimSearch
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class FairSharingSearch(VictimSearch):
     """Victims by dominant resource share (``_fair``)."""
 

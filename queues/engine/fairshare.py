@@ -15,10 +15,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
+from queues.engine.frozen_copies import rebuilt_by_fields
 from queues.engine.model import FlavorResource
 from queues.engine.quota import Node
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class Share:
     weighted: float
@@ -73,3 +77,6 @@ def compare(a: Share, b: Share) -> int:
     if b.zero_weight_borrows:
         return -1
     return (a.weighted > b.weighted) - (a.weighted < b.weighted)
+
+
+rebuilt_by_fields(Share)

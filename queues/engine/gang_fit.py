@@ -19,6 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
+from queues.engine.frozen_copies import rebuilt_by_fields
 from queues.engine.model import PodSet
 from queues.engine.topology import HOSTNAME, ClusterNode, Topology, TopologyRequest
 
@@ -28,6 +31,7 @@ GPU = "nvidia.com/gpu"
 ANYWHERE = ""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class NodeRoom:
     """One node of a flavor: its allocatable GPUs and what is free of each resource."""
@@ -53,6 +57,7 @@ class NodeRoom:
         return fits if fits is not None else 0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class FlavorRoom:
     """The nodes a flavor selects, with the levels of its topology (none: the
@@ -111,6 +116,7 @@ def flavor_room(
 # ------------------------------------------------------------------ the map
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class LargestGang:
     """The most pods of ``gpus_per_node`` GPUs that one domain of ``level``
@@ -122,6 +128,7 @@ class LargestGang:
     domain: str
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class GangFitMap:
     flavor: str
@@ -225,6 +232,7 @@ def gang_fit_map(room: FlavorRoom) -> GangFitMap:
 # -------------------------------------------------------------- the verdict
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class Fragmentation:
     """Why ``pods`` pods of ``gpus_per_pod`` GPUs find no room on ``flavor``
@@ -254,6 +262,7 @@ class Fragmentation:
         return answer
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Gang:
     """Pods judged together: ``count`` pods asking ``per_pod`` each."""
@@ -393,3 +402,6 @@ def _message(verdict: Fragmentation, needed: int, domain_gpus: int) -> str:
     if others:
         text += f" (others: {others})"
     return text
+
+
+rebuilt_by_fields(NodeRoom, FlavorRoom, Gang)

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.assign import Assignment
+from queues.engine.frozen_copies import rebuilt_by_fields
 from queues.engine.model import ClusterQueue, Workload
 from queues.engine.victim_search import Reason, Target
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class Pending:
     """Why a workload is not admitted: a stable code and Kueue-style text."""
@@ -21,6 +25,7 @@ class Pending:
     message: str
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class Preemption:
     victim: str
@@ -30,6 +35,7 @@ class Preemption:
     message: str
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class CycleResult:
     admitted: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
@@ -48,6 +54,7 @@ class CycleResult:
         self.evaluated.update(other.evaluated)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class Entry:
     workload: Workload
@@ -56,3 +63,6 @@ class Entry:
     targets: list[Target] = field(default_factory=list)
     pending: Pending | None = None  # set when the head is inadmissible before assignment
     no_fit: Pending | None = None  # why its assignment does not fit, once worded
+
+
+rebuilt_by_fields(Pending, Preemption)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.fair_preemption import FairSharingSearch
 from queues.engine.model import (
     BorrowWithinCohort,
@@ -51,6 +53,7 @@ _VARIANT_REASON = {
 }
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Preemptor(FairSharingSearch):
     """Finds victims against the scheduler's current usage: the classic search
     here, fair sharing's in ``FairSharingSearch``, the shared steps and the

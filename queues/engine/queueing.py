@@ -15,6 +15,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.model import QueueingStrategy, Workload
 
 # Requeue reasons Kueue puts straight back in a BestEffortFIFO heap.
@@ -39,6 +41,7 @@ def scheduling_hash(workload: Workload) -> tuple[object, ...]:
     )
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class QueueBoard:
     """Which ClusterQueues may have a head to offer (``ready``) and which have
     parked work (``parking``), shared by a scheduler's queues so that a cycle
@@ -67,6 +70,7 @@ def order_key(workload: Workload) -> tuple[float, float, str]:
     return (-workload.priority, workload.queue_order_time, workload.key)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class PendingQueue:
     """Pending workloads in buckets of one shape each (heap by order key), so
     parking or unparking a shape is one flag, not a move of every workload in it:

@@ -23,9 +23,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.model import FlavorResource, Policy, Quota
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(eq=False)
 class Node:
     """A ClusterQueue or a Cohort in the tree."""
@@ -199,6 +202,7 @@ def _quotas(groups: Any) -> dict[FlavorResource, Quota]:
     return quotas
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class QuotaTree:
     """Nodes for every ClusterQueue and Cohort of a policy, with usage."""
 

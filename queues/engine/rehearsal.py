@@ -13,13 +13,13 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from queues.engine.model import FlavorResource
 from queues.engine.outcomes import CycleResult, Entry
 from queues.engine.runner import run_cycles
 from queues.engine.scheduler import Scheduler
-from queues.engine.victim_search import Target
 
 
 def rehearse_next_cycle(
@@ -36,24 +36,21 @@ def rehearse_next_cycle(
     needed = [fr for fr, amount in sorted(usage.items()) if amount]
     takers: list[tuple[str, str, list[FlavorResource]]] = []
     reached = False
-    process = trial._process
 
-    def watched(
-        entry: Entry, victims: dict[str, Target], admitted_now: set[str], result: CycleResult
-    ) -> None:
+    def watched(entry: Entry, process: Callable[[], None]) -> None:
         nonlocal reached
         if entry.workload.key == key or reached:
             reached = True
-            process(entry, victims, admitted_now, result)
+            process()
             return
         before = {fr: node.available(fr) for fr in needed}
-        process(entry, victims, admitted_now, result)
+        process()
         taken = [fr for fr in needed if node.available(fr) < before[fr]]
         if taken:
             takers.append((entry.workload.key, entry.queue.name, taken))
 
     # The copy is thrown away: watching its entries cannot change the real cycle.
-    trial._process = watched  # type: ignore[method-assign]
+    trial.process_watch = watched
     result = trial.cycle()
     settled = _settled(trial, result, key)
     if settled is not None:

@@ -11,10 +11,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
+from queues.engine.frozen_copies import rebuilt_by_fields
 from queues.engine.model import FlavorResource, Workload
 from queues.engine.usage_meter import QueueRates, QueueTotals
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class WorkloadRecord:
     key: str
@@ -53,6 +57,7 @@ class WorkloadRecord:
         return max(0.0, end - max(self.created, 0.0)), True
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class SimulationResult:
     start: float
@@ -92,6 +97,7 @@ def longest_run(workloads: Iterable[Workload]) -> float:
     )
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class Frame:
     """Where a replay's clock starts, where it should end (the horizon, or
@@ -127,3 +133,6 @@ def frame_of(
         max((end - first) / max(samples, 1), 1e-3),
         "nvidia.com/gpu" if any(gpu_count(w) for w in stream) else "cpu",
     )
+
+
+rebuilt_by_fields(Frame)

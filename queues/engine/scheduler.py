@@ -20,7 +20,10 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Callable, Iterable, Iterator
+
+from mypy_extensions import mypyc_attr
 
 from queues.engine import partial
 from queues.engine.assign import Assignment, FlavorAssigner, Mode, Read
@@ -44,6 +47,7 @@ from queues.engine.victim_search import REASON_TEXT, Target
 Witness = tuple[int, tuple[Read, ...]]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Scheduler(SchedulerState):
     """Cluster state and the cycle. Times are seconds on the caller's clock."""
 
@@ -67,6 +71,10 @@ class Scheduler(SchedulerState):
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
+        # Given each entry the cycle processes and what processes it, to call
+        # (a rehearsal watches what each entry takes). A hook: compiled
+        # (mypyc), a scheduler's methods cannot be replaced.
+        self.process_watch: Callable[[Entry, Callable[[], None]], None] | None = None
         super().__init__(policy, workloads, now)
 
     def preemptor_for(self, exclude: set[str]) -> Preemptor:
@@ -148,7 +156,12 @@ class Scheduler(SchedulerState):
         self._cycle_holds = []
         self._preemptors = {}
         for entry in self._ordered(heads):
-            self._process(entry, victims, admitted_now, result)
+            if self.process_watch is None:
+                self._process(entry, victims, admitted_now, result)
+            else:
+                self.process_watch(
+                    entry, functools.partial(self._process, entry, victims, admitted_now, result)
+                )
         for queue_name, usage in self._cycle_holds:
             self.tree.remove(queue_name, usage)
         for target in victims.values():

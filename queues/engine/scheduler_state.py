@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.admission_fairness import UsageLedger, local_queue_of
 from queues.engine.groups import independent_groups, node_sharers
 from queues.engine.model import (
@@ -29,6 +31,7 @@ from queues.engine.queueing import PendingQueue, QueueBoard
 from queues.engine.quota import QuotaTree
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SchedulerState:
     """Cluster state, and how it changes outside the cycle. Times are seconds on
     the caller's clock."""

@@ -34,6 +34,8 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.model import CheckState, Policy, Workload
 from queues.engine.replay_records import (
     SimulationResult,
@@ -93,6 +95,7 @@ def _fewer_collections() -> Iterator[None]:
 RETRY_FLOOR = 1.0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Simulator:
     def __init__(
         self,
@@ -125,6 +128,11 @@ class Simulator:
         self.check_delay = check_delay
         self.check_delays = dict(check_delays or {})
         self.progress = progress
+        # Called with each event (time, kind, payload) just before and just
+        # after it is handled: a capacity search's deadlines, a bench's probes.
+        # Hooks, not subclasses: compiled (mypyc), the simulator cannot be subclassed.
+        self.before_event: Callable[[float, str, Any], None] | None = None
+        self.after_event: Callable[[float, str, Any], None] | None = None
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
         self._generation: dict[str, int] = {}
@@ -233,7 +241,11 @@ class Simulator:
         while self._events and self._events[0][0] == now:
             _, _, kind, payload = heapq.heappop(self._events)
             touched |= self._group_of_event(kind, payload)
+            if self.before_event is not None:
+                self.before_event(now, kind, payload)
             self._handle(now, kind, payload)
+            if self.after_event is not None:
+                self.after_event(now, kind, payload)
         for group in touched:
             self._last_event[group] = now
         self._schedule(now, touched)

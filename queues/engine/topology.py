@@ -22,15 +22,21 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
+from queues.engine.frozen_copies import rebuilt_by_fields
+
 HOSTNAME = "kubernetes.io/hostname"
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Topology:
     name: str
     levels: tuple[str, ...]  # node labels, widest domain first
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class ClusterNode:
     name: str
@@ -38,6 +44,7 @@ class ClusterNode:
     capacity: dict[str, int]  # allocatable, in the engine's canonical units
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class TopologyRequest:
     level: str
@@ -56,6 +63,7 @@ class TopologyRequest:
         return None
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class Placement:
     """Pods per node for one pod set; ``fits`` is how many of ``wanted`` the
@@ -71,6 +79,7 @@ class Placement:
         return bool(self.nodes) or self.wanted == 0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Placer:
     """The free room of every node of the topology-aware flavors, and where
     each admitted workload's pods are."""
@@ -273,3 +282,6 @@ def _fill(members: list[str], room: Mapping[str, int], count: int) -> dict[str, 
             placed[name] = room[name]
             remaining -= room[name]
     return placed
+
+
+rebuilt_by_fields(Topology, ClusterNode, TopologyRequest)

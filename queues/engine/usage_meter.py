@@ -23,11 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.model import FlavorResource
 from queues.engine.quota import Node
 from queues.engine.scheduler import Scheduler
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class QueueTotals:
     """Integrals over time per flavor × resource: resource-seconds."""
@@ -37,6 +40,7 @@ class QueueTotals:
     lent: dict[FlavorResource, float] = field(default_factory=dict)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class QueueRates:
     """What a ClusterQueue uses, borrows over nominal and lends, per second."""
@@ -59,6 +63,7 @@ def extend_totals(totals: QueueTotals, rates: QueueRates, seconds: float) -> Non
             kept[fr] = kept.get(fr, 0.0) + amount * seconds
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class _Pool:
     """One cohort tree's lending for one flavor-resource: what its queues borrow
@@ -72,6 +77,7 @@ class _Pool:
     accrued: float = 0.0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class _QueueRates:
     """A ClusterQueue's figures since its last change, and when that was."""
@@ -86,6 +92,7 @@ class _QueueRates:
     accrued_mark: dict[FlavorResource, float] = field(default_factory=dict)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Tree:
     """A root (cohort tree or standalone ClusterQueue) and its lending pools."""
 
@@ -108,6 +115,7 @@ class _Tree:
             pool.fraction = min(pool.borrowed, pool.idle) / pool.idle if pool.idle else 0.0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class UsageMeter:
     """Integrals and samples for one run, from ``start``; a sample at most every
     ``sample_every`` seconds, of ``main_resource`` (milli-CPU shown as cores).

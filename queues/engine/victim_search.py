@@ -13,6 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
+from mypy_extensions import mypyc_attr
+
+from queues.engine.frozen_copies import rebuilt_by_fields
 from queues.engine.model import FlavorResource, Policy, StopPolicy, Workload
 from queues.engine.quota import Node, QuotaTree
 
@@ -41,12 +44,14 @@ class Variant(Enum):
     RECLAIM_WHILE_BORROWING = "reclaim-while-borrowing"
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class Target:
     workload: Workload
     reason: Reason
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class Candidate:
     workload: Workload
@@ -55,6 +60,7 @@ class Candidate:
     lca: Node | None = None
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class VictimSearch:
     """The search's state and shared steps, against the scheduler's current usage.
 
@@ -154,3 +160,6 @@ class VictimSearch:
         for key, workload in self.reserved.get(queue, {}).items():
             if key != preemptor.key and key not in self.exclude:
                 yield workload
+
+
+rebuilt_by_fields(Target)
