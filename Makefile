@@ -17,9 +17,15 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PY) -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
-install: $(STAMP)
+# The engine's replay path compiled with mypyc (scripts/build_engine.py): it
+# falls back to pure Python, with the same answers, if it cannot be built.
+ENGINE_BUILD := queues/engine/native.json
+$(ENGINE_BUILD): $(STAMP) $(wildcard queues/engine/*.py) scripts/build_engine.py
+	@$(PY) scripts/build_engine.py
 
-migrate: $(STAMP)
+install: $(STAMP) $(ENGINE_BUILD)
+
+migrate: install
 	@$(PY) manage.py migrate --noinput
 
 seed: migrate
@@ -32,7 +38,7 @@ run: seed
 
 ## make test: quality gates, then the whole suite on real PostgreSQL and Redis
 ## (and Debian's chromium for the browser tests, installed when missing)
-test: $(STAMP)
+test: install
 	@$(PY) scripts/ensure_browser.py
 	@$(PY) scripts/test_services.py -- $(MAKE) --no-print-directory check pytest
 
@@ -69,4 +75,5 @@ fmt: $(STAMP)
 	@$(VENV)/bin/ruff format .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache mutants
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache mutants .build
+	rm -f queues/engine/*.so $(ENGINE_BUILD)

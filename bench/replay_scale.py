@@ -58,7 +58,9 @@ them cost. ``--workers N`` splits the replay into its independent cohort trees
 (``queues.engine.split``), replays them in N processes and merges the results
 (the same result as one process gives: ``tests/engine/test_split.py``); it
 prints each group's time and the merge's. Progress goes to stdout as it runs.
-Pure engine: no Django, no database. Prints figures; asserts nothing.
+Pure engine: no Django, no database. Prints figures; asserts nothing. It says
+first whether the engine runs compiled (``make install`` compiles it with
+mypyc) or as pure Python; ``BERTH_PURE_ENGINE=1`` compares the two.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ from month_trace import (  # noqa: E402
     organisation,
 )
 
+import queues.engine  # noqa: E402
 from queues.engine.lockstep import replay_together  # noqa: E402
 from queues.engine.metrics import percentile, summarize  # noqa: E402
 from queues.engine.model import Policy, Workload  # noqa: E402
@@ -300,6 +303,7 @@ def main() -> int:
     if args.tracemalloc:
         tracemalloc.start()
     baseline = rss_mib()
+    print(f"engine: {queues.engine.ENGINE.why}")
     print(
         f"generating {args.workloads:,} workloads: {args.teams} teams in {args.divisions} "
         f"cohorts, {args.days:g} days, seed {args.seed}",

@@ -153,6 +153,9 @@ BERTH_JOB_REDRIVE_QUEUE_LIMIT = env.number("BERTH_JOB_REDRIVE_QUEUE_LIMIT", 20, 
 # BERTH_REPLAY_WORKERS, or, at 0, the worker processes that answer (pool sizes).
 BERTH_REPLAY_SPLIT_MIN = env.number("BERTH_REPLAY_SPLIT_MIN", 5_000, minimum=1)
 BERTH_REPLAY_WORKERS = env.number("BERTH_REPLAY_WORKERS", 0, minimum=0)
+# The engine reads this itself as it is imported (queues.engine.compiled): checked
+# here so that a value it would not understand stops start-up instead.
+BERTH_PURE_ENGINE = env.flag("BERTH_PURE_ENGINE", False)
 # Approvals (the urgent-release AdmissionCheck): how long a request may wait for a
 # decision before it is rejected as expired, and how soon an approved workload that
 # Kueue evicted must be back (quota reserved again) to keep its approval.

@@ -121,6 +121,7 @@ def test_full_stack_variables_are_used(tmp_path: Path) -> None:
         ("DATABASE_URL", "mysql://x@y/z", "DATABASE_URL='mysql://x@y/z' has scheme 'mysql'"),
         ("CELERY_BROKER_URL", "redis://", "CELERY_BROKER_URL='redis://' names no host"),
         ("BERTH_DEBUG", "perhaps", "BERTH_DEBUG='perhaps' is not a boolean"),
+        ("BERTH_PURE_ENGINE", "compiled", "BERTH_PURE_ENGINE='compiled' is not a boolean"),
         ("BERTH_SECRET_KEY", "short", "BERTH_SECRET_KEY is too short"),
         ("BERTH_AUDIT_RETENTION_DAYS", "0", "BERTH_AUDIT_RETENTION_DAYS=0 is too small"),
         (

@@ -1,0 +1,157 @@
+"""Which engine modules mypyc compiles, and whether their build may be used.
+
+``scripts/build_engine.py`` (run by ``make install``) compiles ``MODULES``
+into extension modules beside their sources and writes ``MANIFEST``: a hash of
+each one's source, and the Python it was built for. ``queues.engine`` imports
+the compiled modules only while that manifest matches the sources as they are
+now and ``BERTH_PURE_ENGINE`` is not set. Otherwise every module runs from
+its source: compiled modules call each other directly, so one edited module
+would still be called as it was built by the others.
+
+Both give the same answers (``tests/engine/test_compiled_engine.py``); the
+compiled one replays about twice as fast.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+PACKAGE = "queues.engine"
+HERE = Path(__file__).resolve().parent
+MANIFEST_NAME = "native.json"
+MANIFEST = HERE / MANIFEST_NAME
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+PURE_SWITCH = "BERTH_PURE_ENGINE"
+
+# A replay's path through the engine. Not compiled: model.py (workloads and
+# policies are pickled for workers and copied by replays), this module and
+# the package's __init__ (they choose), and what a replay does not run
+# through: reading scenarios, charts, capacity searches, explanations.
+MODULES = (
+    "admission_fairness",
+    "assign",
+    "fair_order",
+    "fair_preemption",
+    "fairshare",
+    "gang_fit",
+    "groups",
+    "messages",
+    "outcomes",
+    "partial",
+    "placement",
+    "preemption",
+    "queueing",
+    "quota",
+    "replay_records",
+    "scheduler",
+    "scheduler_state",
+    "simulator",
+    "topology",
+    "usage_meter",
+    "victim_search",
+)
+
+
+@dataclass(frozen=True)
+class Choice:
+    compiled: bool
+    why: str
+
+
+def source_hashes(directory: Path = HERE, modules: Sequence[str] = MODULES) -> dict[str, str]:
+    return {
+        name: hashlib.sha256((directory / f"{name}.py").read_bytes()).hexdigest()
+        for name in modules
+    }
+
+
+def expected_manifest(
+    directory: Path = HERE, modules: Sequence[str] = MODULES
+) -> dict[str, object]:
+    return {
+        "python": sys.implementation.cache_tag,
+        "suffix": SUFFIX,
+        "modules": source_hashes(directory, modules),
+    }
+
+
+def choose(
+    directory: Path = HERE,
+    environ: Mapping[str, str] = os.environ,
+    modules: Sequence[str] = MODULES,
+) -> Choice:
+    """Whether the compiled modules in ``directory`` may be imported, and why not."""
+    if environ.get(PURE_SWITCH, "").strip().lower() in ("1", "true", "yes", "on"):
+        return Choice(False, f"pure Python: {PURE_SWITCH} is set")
+    try:
+        built = json.loads((directory / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return Choice(False, "pure Python: not compiled (make install compiles it)")
+    if built.get("failed"):
+        return Choice(False, "pure Python: it could not be compiled (make install says why)")
+    if built.get("python") != sys.implementation.cache_tag or built.get("suffix") != SUFFIX:
+        return Choice(False, "pure Python: compiled for another Python; run make install")
+    hashes = built.get("modules")
+    if not isinstance(hashes, dict) or sorted(hashes) != sorted(modules):
+        return Choice(False, "pure Python: compiled from another list of modules; run make install")
+    for name in modules:
+        if not (directory / f"{name}{SUFFIX}").exists():
+            return Choice(False, f"pure Python: {name}{SUFFIX} is missing; run make install")
+    changed = sorted(
+        name for name, digest in source_hashes(directory, modules).items() if hashes[name] != digest
+    )
+    if changed:
+        return Choice(
+            False,
+            f"pure Python: {', '.join(changed)} changed since it was compiled; run make install",
+        )
+    return Choice(True, f"compiled with mypyc ({len(modules)} modules)")
+
+
+class SourcesFirst(importlib.abc.MetaPathFinder):
+    """Imports ``package``'s modules from their sources, except ``allowed``:
+    Python would otherwise prefer an extension module beside a source."""
+
+    def __init__(self, package: str, directory: Path, allowed: frozenset[str]) -> None:
+        self.prefix = package + "."
+        self.directory = directory
+        self.allowed = allowed
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> ModuleSpec | None:
+        if not fullname.startswith(self.prefix):
+            return None
+        name = fullname[len(self.prefix) :]
+        if "." in name or name in self.allowed:
+            return None
+        source = self.directory / f"{name}.py"
+        if not source.exists():
+            return None
+        return importlib.util.spec_from_file_location(fullname, source)
+
+
+def install(choice: Choice) -> None:
+    """Put the finder for this package first, once per process."""
+    allowed = frozenset(MODULES) if choice.compiled else frozenset()
+    for finder in sys.meta_path:
+        if isinstance(finder, SourcesFirst) and finder.prefix == PACKAGE + ".":
+            finder.allowed = allowed
+            return
+    sys.meta_path.insert(0, SourcesFirst(PACKAGE, HERE, allowed))

@@ -1,0 +1,125 @@
+"""Compile the admission engine's replay path with mypyc, beside its sources.
+
+`make install` runs this. The extension modules it builds (``*.so`` in
+``queues/engine/``, ignored by git) are used only while every compiled
+module's source is exactly what was built (``queues/engine/native.json``
+holds their hashes; see ``queues/engine/__init__.py``), so an edited module
+runs from its source until the next build. When the build fails, or the
+machine has no C compiler, the engine runs as pure Python, which gives the same
+answers: this script says so and exits 0.
+
+    python scripts/build_engine.py          # build (a minute or two)
+    python scripts/build_engine.py --clean  # remove the build: pure Python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGINE = ROOT / "queues" / "engine"
+BUILD_TEMP = ROOT / ".build" / "mypyc"
+sys.path.insert(0, str(ROOT))
+
+# Not compiled: model.py (workloads and policies are pickled to workers and
+# deep-copied by replays), and what a replay does not run through (reading
+# scenarios, charts, capacity searches, explanations).
+from queues.engine import compiled  # noqa: E402
+
+# Where mypy may not follow: plotly has no stubs, and the rest of the project
+# is type-checked with the Django plugin, which mypyc does not need here.
+MYPY_CONFIG = """\
+[mypy]
+python_version = 3.11
+strict_optional = True
+check_untyped_defs = True
+follow_imports = silent
+ignore_missing_imports = True
+"""
+
+
+def clean() -> None:
+    for built in ENGINE.glob(f"*{compiled.SUFFIX}"):
+        built.unlink()
+    compiled.MANIFEST.unlink(missing_ok=True)
+
+
+def build() -> int:
+    if compiled.choose(environ={}).compiled:
+        compiled.MANIFEST.touch()  # the sources make saw change are not compiled ones
+        print("==> the compiled engine is up to date")
+        return 0
+    clean()
+    modules = compiled.MODULES
+    print(
+        f"==> compiling {len(modules)} engine modules with mypyc "
+        "(a minute or two; the engine runs as pure Python until it is done)",
+        flush=True,
+    )
+    started = time.monotonic()
+    BUILD_TEMP.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False) as config:
+        config.write(MYPY_CONFIG)
+    setup = (
+        "import sys\n"
+        "from setuptools import setup\n"
+        "from mypyc.build import mypycify\n"
+        "paths = sys.argv[1:]\n"
+        "sys.argv = sys.argv[:1]\n"
+        "setup(name='berth-engine', ext_modules=mypycify(paths, group_name='queues.engine.native',"
+        f" opt_level='3', target_dir={str(BUILD_TEMP / 'c')!r}), script_args=['build_ext',"
+        f" '--inplace', '--build-temp', {str(BUILD_TEMP / 'temp')!r}, '--build-lib',"
+        f" {str(BUILD_TEMP / 'lib')!r}])\n"
+    )
+    paths = [f"queues/engine/{name}.py" for name in modules]
+    env = {**os.environ, "MYPYC_OPT_LEVEL": "3"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", setup, "--config-file", config.name, *paths],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    Path(config.name).unlink()
+    if done.returncode != 0:
+        clean()
+        # Said, so that make does not try again at every command until a source changes.
+        compiled.MANIFEST.write_text(json.dumps({"failed": True}))
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        print(
+            f"warning: the engine could not be compiled, so it runs as pure Python "
+            f"(same answers, slower replays):\n{tail}",
+            file=sys.stderr,
+        )
+        return 0
+    compiled.MANIFEST.write_text(json.dumps(compiled.expected_manifest(), indent=1, sort_keys=True))
+    seconds = time.monotonic() - started
+    print(f"==> engine compiled in {seconds:.0f} s ({compiled.MANIFEST.relative_to(ROOT)})")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clean", action="store_true", help="remove the build")
+    args = parser.parse_args()
+    if args.clean:
+        clean()
+        print("==> compiled engine removed: it runs as pure Python")
+        return 0
+    if not sysconfig.get_config_var("CC"):
+        print("warning: no C compiler known to Python: the engine runs as pure Python")
+        return 0
+    return build()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
