@@ -45,7 +45,8 @@ def figures(result: SimulationResult) -> dict[str, Any]:
     }
 
 
-def scenario(name: str) -> dict[str, Any]:
+def replaying(name: str) -> tuple[Simulator, Pace]:
+    """A simulator of the shipped scenario ``name``, with its timing."""
     loaded = load(SCENARIOS / f"{name}.yaml")
     timing = loaded.timing
     simulator = Simulator(
@@ -54,7 +55,11 @@ def scenario(name: str) -> dict[str, Any]:
         requeue_delay=timing.requeue_delay,
         eviction_delay=timing.eviction_delay,
     )
-    return figures(simulator.run())
+    return simulator, Pace(timing.requeue_delay, timing.eviction_delay)
+
+
+def scenario(name: str) -> dict[str, Any]:
+    return figures(replaying(name)[0].run())
 
 
 def month(workloads: int) -> dict[str, Any]:
@@ -66,15 +71,7 @@ def month(workloads: int) -> dict[str, Any]:
 
 
 def asked_along(name: str, every: int) -> dict[str, Any]:
-    loaded = load(SCENARIOS / f"{name}.yaml")
-    timing = loaded.timing
-    simulator = Simulator(
-        loaded.policy,
-        workload_stream(loaded),
-        requeue_delay=timing.requeue_delay,
-        eviction_delay=timing.eviction_delay,
-    )
-    pace = Pace(timing.requeue_delay, timing.eviction_delay)
+    simulator, pace = replaying(name)
     answers: dict[str, Any] = {}
     arrived = 0
 
