@@ -53,13 +53,48 @@ class QueueBoard:
     otherwise), the changes to what its queues hold: a workload queued, taken
     out or parked, parked work queued again. A head that goes back to where it
     was (StrictFIFO, or a BestEffortFIFO head Kueue requeues at once) is no
-    change."""
+    change.
 
-    def __init__(self, root_of: dict[str, str] | None = None) -> None:
+    ``ready_in`` holds ``ready`` again per independent group (``group_of``;
+    a queue on its own otherwise), so a cycle in some groups visits only
+    theirs: a replay cycles one group at a time."""
+
+    def __init__(
+        self, root_of: dict[str, str] | None = None, group_of: dict[str, str] | None = None
+    ) -> None:
         self.ready: set[str] = set()
+        self.ready_in: dict[str, set[str]] = {}
         self.parking: set[str] = set()
         self.epochs: dict[str, int] = {}
         self._root_of = root_of or {}
+        self._group_of = group_of or {}
+
+    def mark_ready(self, queue: str) -> None:
+        self.ready.add(queue)
+        group = self._group_of.get(queue, queue)
+        members = self.ready_in.get(group)
+        if members is None:
+            self.ready_in[group] = {queue}
+        else:
+            members.add(queue)
+
+    def unmark_ready(self, queue: str) -> None:
+        self.ready.discard(queue)
+        members = self.ready_in.get(self._group_of.get(queue, queue))
+        if members is not None:
+            members.discard(queue)
+
+    def ready_among(self, groups: set[str] | None) -> list[str]:
+        """The ready queues of ``groups`` (None: of all), by name."""
+        if groups is None:
+            return sorted(self.ready)
+        names: list[str] = []
+        for group in groups:
+            members = self.ready_in.get(group)
+            if members:
+                names.extend(members)
+        names.sort()
+        return names
 
     def changed(self, queue: str) -> None:
         root = self._root_of.get(queue, queue)
@@ -133,7 +168,7 @@ class PendingQueue:
             heapq.heappush(self._buckets.setdefault(shape, []), (order, key))
         if shape not in self._parked_shapes:
             heapq.heappush(self._heads, (order, shape))
-            self.board.ready.add(self.name)
+            self.board.mark_ready(self.name)
 
     def _take(self, key: str) -> Workload | None:
         """Out of its bucket (its heap entry goes stale) and out of the queue."""
@@ -182,7 +217,7 @@ class PendingQueue:
             return self._pop_ranked(self.ranking)
         workload = self._pop_head()
         if workload is None:
-            self.board.ready.discard(self.name)
+            self.board.unmark_ready(self.name)
         return workload
 
     def _pop_head(self) -> Workload | None:
@@ -206,7 +241,7 @@ class PendingQueue:
     def _pop_ranked(self, ranking: Callable[[Workload], float]) -> Workload | None:
         queued = [w for key, w in self._workloads.items() if self._is_queued(key)]
         if not queued:
-            self.board.ready.discard(self.name)
+            self.board.unmark_ready(self.name)
             return None
         best = min(queued, key=lambda w: (ranking(w), order_key(w)))
         return self._take(best.key)
@@ -242,7 +277,7 @@ class PendingQueue:
             if head is not None:
                 moved += len(self._members[shape])
                 heapq.heappush(self._heads, (head[0], shape))
-                self.board.ready.add(self.name)
+                self.board.mark_ready(self.name)
         self._parked_shapes.clear()
         for workload in list(self._alone.values()):
             del self._alone[workload.key]

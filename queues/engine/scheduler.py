@@ -134,12 +134,12 @@ class Scheduler(SchedulerState):
         if config is not None and config.block_admission and self.pods_not_ready:
             # Kueue admits nothing more until every admitted workload's pods are ready.
             return result
-        quiet = self._quiet_trees()
+        quiet = self._quiet_trees(groups)
         before: dict[str, tuple[int, int]] = {}
         heads: list[Entry] = []
-        for name in sorted(self.board.ready):
+        for name in self.board.ready_among(groups):
             root = self._root_of[name]
-            if root in quiet or (groups is not None and self.group_of[name] not in groups):
+            if root in quiet:
                 continue
             queue = self.policy.cluster_queues[name]
             if not self._active(queue):
@@ -167,9 +167,8 @@ class Scheduler(SchedulerState):
         for target in victims.values():
             self._preempt(target, result)
         self._remember_quiet(before, heads, result)
-        for root, evaluated in quiet.items():
-            if groups is None or self.group_of_root[root] in groups:
-                result.evaluated.update(evaluated)
+        for evaluated in quiet.values():
+            result.evaluated.update(evaluated)
         return result
 
     def _signature(self, root: str) -> tuple[int, int]:
@@ -189,16 +188,19 @@ class Scheduler(SchedulerState):
             and not self.policy.fair_sharing
         )
 
-    def _quiet_trees(self) -> dict[str, dict[str, Pending]]:
-        """The trees whose last cycle changed nothing there and in which
-        nothing changed since: this cycle would evaluate the same heads to the
-        same answers (a StrictFIFO gang that cannot fit, in every cycle of
-        every event elsewhere), so it reports those answers without asking."""
+    def _quiet_trees(self, groups: set[str] | None) -> dict[str, dict[str, Pending]]:
+        """The trees of ``groups`` (None: all) whose last cycle changed
+        nothing there and in which nothing changed since: this cycle would
+        evaluate the same heads to the same answers (a StrictFIFO gang that
+        cannot fit, in every cycle of every event elsewhere), so it reports
+        those answers without asking."""
         if not self._quiet or not self._skipping_allowed():
             self._quiet.clear()
             return {}
         quiet: dict[str, dict[str, Pending]] = {}
         for root, (signature, evaluated) in list(self._quiet.items()):
+            if groups is not None and self.group_of_root[root] not in groups:
+                continue  # looked at when its group cycles next
             if signature == self._signature(root):
                 quiet[root] = evaluated
             else:

@@ -57,7 +57,7 @@ class SchedulerState:
             self.queues_in[group] = self.queues_in.get(group, 0) + 1
         # Workloads the scheduler holds (pending or holding quota), per group.
         self.workloads_in = dict.fromkeys(self.queues_in, 0)
-        self.board = QueueBoard(self._root_of)
+        self.board = QueueBoard(self._root_of, self.group_of)
         self.queues = {
             name: PendingQueue(name, queue.queueing_strategy, self._ranking(queue), self.board)
             for name, queue in policy.cluster_queues.items()

@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queues.engine.model import PodSet, QueueingStrategy, Workload
-from queues.engine.queueing import IMMEDIATE, PendingQueue, order_key, scheduling_hash
+from queues.engine.queueing import (
+    IMMEDIATE,
+    PendingQueue,
+    QueueBoard,
+    order_key,
+    scheduling_hash,
+)
 
 REASONS = ("NoFit", "PreemptionNoCandidates", "PendingPreemption", "Pending", "Other")
 
@@ -134,6 +140,7 @@ def test_the_bucketed_queue_behaves_like_the_plain_one(
         # something queued must be there, and one with parked work in parking.
         if plain.queued:
             assert "cq" in real.board.ready
+            assert real.board.ready_among({"cq"}) == ["cq"]  # a queue on its own: its own group
         if plain.parked:
             assert "cq" in real.board.parking
         assert len(real) == len(plain.queued) + len(plain.parked)
@@ -148,3 +155,19 @@ def test_the_bucketed_queue_behaves_like_the_plain_one(
         assert (head and head.key) == (expected and expected.key)
         if head is None:
             break
+
+
+def test_a_cycle_in_some_groups_visits_only_their_ready_queues() -> None:
+    group_of = {"a1": "A", "a2": "A", "b1": "B", "c1": "C"}
+    board = QueueBoard(group_of=group_of)
+    queues = {
+        name: PendingQueue(name, QueueingStrategy.STRICT_FIFO, board=board) for name in group_of
+    }
+    for name in ("a2", "b1", "a1", "c1"):
+        queues[name].push(Workload(f"w-{name}", name, (PodSet("main", 1, {"cpu": 1000}),)))
+    assert board.ready_among({"A"}) == ["a1", "a2"]
+    assert board.ready_among({"A", "C"}) == ["a1", "a2", "c1"]
+    assert board.ready_among(None) == ["a1", "a2", "b1", "c1"]
+    queues["a1"].pop()
+    queues["a1"].pop()  # nothing left there: off the board
+    assert board.ready_among({"A"}) == ["a2"] and board.ready_among(set()) == []
