@@ -124,7 +124,7 @@ class Preemptor(FairSharingSearch):
                     within_queue, preemptor, workload
                 ):
                     same.append(Candidate(workload, node, Variant.WITHIN_QUEUE))
-        if self._beyond_borrowing_limit(node, usage, same):
+        if self.stop_at_borrowing_limit and self._beyond_borrowing_limit(node, usage, same):
             return []
         self.looked_past_queue = True
         hierarchy: list[Candidate] = []

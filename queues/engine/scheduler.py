@@ -65,6 +65,9 @@ class Scheduler(SchedulerState):
         self._quiet: dict[str, tuple[tuple[int, int], dict[str, Pending]]] = {}
         # False: every head is nominated afresh (what the reuse is checked against).
         self.reuse_nominations = True
+        # False: victim searches never stop early at the borrowing limit
+        # (Preemptor._beyond_borrowing_limit; what that shortcut is checked against).
+        self.stop_at_borrowing_limit = True
         # What nominating cost: fresh nominations per ClusterQueue, and answers reused.
         self.nominated: dict[str, int] = {}
         self.reused = 0
@@ -73,12 +76,16 @@ class Scheduler(SchedulerState):
         self.defer_release = False
         # Given each entry the cycle processes and what processes it, to call
         # (a rehearsal watches what each entry takes). A hook: compiled
-        # (mypyc), a scheduler's methods cannot be replaced.
+        # (mypyc), the cycle calls its methods directly, past any replacement.
         self.process_watch: Callable[[Entry, Callable[[], None]], None] | None = None
         super().__init__(policy, workloads, now)
 
     def preemptor_for(self, exclude: set[str]) -> Preemptor:
-        return Preemptor(self.policy, self.tree, self.reserved, self.usage_of, exclude, self.now)
+        preemptor = Preemptor(
+            self.policy, self.tree, self.reserved, self.usage_of, exclude, self.now
+        )
+        preemptor.stop_at_borrowing_limit = self.stop_at_borrowing_limit
+        return preemptor
 
     def assign(self, workload: Workload, exclude: set[str] | None = None) -> Assignment:
         """Flavor assignment for a pending workload against current usage."""

@@ -87,6 +87,10 @@ class VictimSearch:
         # Whether a search looked past the preemptor's own queue (its cohort,
         # other queues' usage): then its answer may change with anything there.
         self.looked_past_queue = False
+        # False: the classic search never gives up early at the preemptor's
+        # borrowing limit (what that shortcut is checked against). A switch, not
+        # a method to patch: compiled, the engine would not see the patch.
+        self.stop_at_borrowing_limit = True
 
     def _uses(self, workload: Workload, contested: set[FlavorResource]) -> bool:
         return not contested.isdisjoint(self.usage_of[workload.key])
