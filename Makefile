@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml constraints.txt
 # The engine's replay path compiled with mypyc (scripts/build_engine.py): it
 # falls back to pure Python, with the same answers, if it cannot be built.
 ENGINE_BUILD := queues/engine/native.json
-$(ENGINE_BUILD): $(STAMP) $(wildcard queues/engine/*.py) scripts/build_engine.py
+$(ENGINE_BUILD): $(STAMP) $(wildcard queues/*.py queues/engine/*.py) scripts/build_engine.py
 	@$(PY) scripts/build_engine.py
 
 install: $(STAMP) $(ENGINE_BUILD)

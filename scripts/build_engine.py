@@ -1,10 +1,10 @@
 """Compile the admission engine's replay path with mypyc, beside its sources.
 
 `make install` runs this. The extension modules it builds (``*.so`` in
-``queues/engine/``, ignored by git) are used only while every compiled
-module's source is exactly what was built (``queues/engine/native.json``
-holds their hashes; see ``queues/engine/__init__.py``), so an edited module
-runs from its source until the next build. When the build fails, or the
+``queues/engine/``, ignored by git) are used only while every input of the
+build is exactly what was built from (``queues/engine/native.json`` holds
+their hashes; see ``queues/engine/compiled.py``), so after an edit the engine
+runs from its sources until the next build. When the build fails, or the
 machine has no C compiler, the engine runs as pure Python, which gives the same
 answers: this script says so and exits 0.
 
@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -54,11 +53,14 @@ def clean() -> None:
 
 def build() -> int:
     if compiled.choose(environ={}).compiled:
-        compiled.MANIFEST.touch()  # the sources make saw change are not compiled ones
+        compiled.MANIFEST.touch()  # what make saw change is no input of the build
         print("==> the compiled engine is up to date")
         return 0
     clean()
     modules = compiled.MODULES
+    # What is built from, read before: a source saved during the build must not
+    # be recorded as built.
+    manifest = compiled.expected_manifest()
     print(
         f"==> compiling {len(modules)} engine modules with mypyc "
         "(a minute or two; the engine runs as pure Python until it is done)",
@@ -101,7 +103,14 @@ def build() -> int:
             file=sys.stderr,
         )
         return 0
-    compiled.MANIFEST.write_text(json.dumps(compiled.expected_manifest(), indent=1, sort_keys=True))
+    if compiled.expected_manifest() != manifest:
+        print(
+            "warning: engine sources changed during the build, so it is not used: "
+            "run make install again",
+            file=sys.stderr,
+        )
+        return 0
+    compiled.MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True))
     seconds = time.monotonic() - started
     print(f"==> engine compiled in {seconds:.0f} s ({compiled.MANIFEST.relative_to(ROOT)})")
     return 0
@@ -114,9 +123,6 @@ def main() -> int:
     if args.clean:
         clean()
         print("==> compiled engine removed: it runs as pure Python")
-        return 0
-    if not sysconfig.get_config_var("CC"):
-        print("warning: no C compiler known to Python: the engine runs as pure Python")
         return 0
     return build()
 

@@ -130,7 +130,8 @@ class Simulator:
         self.progress = progress
         # Called with each event (time, kind, payload) just before and just
         # after it is handled: a capacity search's deadlines, a bench's probes.
-        # Hooks, not subclasses: compiled (mypyc), the simulator cannot be subclassed.
+        # Hooks, not overrides: compiled (mypyc), the simulator calls its own methods
+        # directly, past any replacement.
         self.before_event: Callable[[float, str, Any], None] | None = None
         self.after_event: Callable[[float, str, Any], None] | None = None
         self._events: list[tuple[float, int, str, Any]] = []

@@ -28,36 +28,60 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = ("alpha", "beta")
 
 
-def _built(directory: Path) -> None:
-    """A build of two modules as scripts/build_engine.py leaves it."""
-    for name in MODULES:
+def _built(directory: Path) -> list[tuple[str, Path]]:
+    """A build of two modules, beside one left interpreted and with one input
+    outside the package, as scripts/build_engine.py leaves it; its ``depends``."""
+    outside = directory.parent / f"{directory.name}-outside"
+    outside.mkdir()
+    depends = [("outside/types.py", outside / "types.py")]
+    depends[0][1].write_text("Amount = int\n")
+    for name in (*MODULES, "gamma"):
         (directory / f"{name}.py").write_text(f"NAME = {name!r}\n")
+    for name in (*MODULES, compiled.SHARED_LIBRARY):
         (directory / f"{name}{SUFFIX}").write_bytes(b"not really a library")
     (directory / compiled.MANIFEST_NAME).write_text(
-        json.dumps(expected_manifest(directory, MODULES))
+        json.dumps(expected_manifest(directory, MODULES, depends))
     )
+    return depends
 
 
 def test_a_build_of_these_very_sources_is_used(tmp_path: Path) -> None:
-    _built(tmp_path)
-    assert choose(tmp_path, {}, MODULES) == Choice(True, "compiled with mypyc (2 modules)")
+    depends = _built(tmp_path)
+    assert choose(tmp_path, {}, MODULES, depends) == Choice(True, "compiled with mypyc (2 modules)")
 
 
-def test_one_source_edited_since_the_build_means_pure_python_for_every_module(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("edit", "changed"),
+    [
+        (lambda d, o: (d / "beta.py").write_text("NAME = 'edited'\n"), "beta.py"),
+        # Interpreted, but the compiled ones were built knowing its types.
+        (lambda d, o: (d / "gamma.py").write_text("NAME = 1\n"), "gamma.py"),
+        (lambda d, o: o.write_text("Amount = float\n"), "outside/types.py"),
+        (lambda d, o: (d / "delta.py").write_text(""), "delta.py"),
+        (lambda d, o: o.unlink(), "outside/types.py"),
+    ],
+    ids=["compiled-module", "interpreted-module", "input-outside", "new-module", "input-gone"],
+)
+def test_any_input_changed_since_the_build_means_pure_python_for_every_module(
+    tmp_path: Path, edit, changed: str
 ) -> None:
-    _built(tmp_path)
-    (tmp_path / "beta.py").write_text("NAME = 'beta, edited'\n")
-    choice = choose(tmp_path, {}, MODULES)
+    depends = _built(tmp_path)
+    edit(tmp_path, depends[0][1])
+    choice = choose(tmp_path, {}, MODULES, depends)
     assert not choice.compiled
-    assert choice.why == "pure Python: beta changed since it was compiled; run make install"
+    assert choice.why == f"pure Python: {changed} changed since it was compiled; run make install"
 
 
 @pytest.mark.parametrize(
     ("spoil", "why"),
     [
         (lambda d: (d / compiled.MANIFEST_NAME).unlink(), "not compiled (make install compiles"),
+        (lambda d: (d / compiled.MANIFEST_NAME).write_text("[]"), "not compiled"),
         (lambda d: (d / f"alpha{SUFFIX}").unlink(), f"alpha{SUFFIX} is missing"),
+        (
+            lambda d: (d / f"{compiled.SHARED_LIBRARY}{SUFFIX}").unlink(),
+            f"{compiled.SHARED_LIBRARY}{SUFFIX} is missing",
+        ),
         (
             lambda d: (d / compiled.MANIFEST_NAME).write_text('{"failed": true}'),
             "it could not be compiled (make install says why)",
@@ -75,18 +99,26 @@ def test_one_source_edited_since_the_build_means_pure_python_for_every_module(
             "compiled from another list of modules",
         ),
     ],
-    ids=["no-manifest", "library-missing", "build-failed", "other-python", "other-modules"],
+    ids=[
+        "no-manifest",
+        "manifest-not-an-object",
+        "library-missing",
+        "shared-library-missing",
+        "build-failed",
+        "other-python",
+        "other-modules",
+    ],
 )
 def test_a_build_that_does_not_match_is_not_used(tmp_path: Path, spoil, why: str) -> None:
-    _built(tmp_path)
+    depends = _built(tmp_path)
     spoil(tmp_path)
-    choice = choose(tmp_path, {}, MODULES)
+    choice = choose(tmp_path, {}, MODULES, depends)
     assert not choice.compiled and why in choice.why
 
 
 def test_the_switch_forces_pure_python(tmp_path: Path) -> None:
-    _built(tmp_path)
-    choice = choose(tmp_path, {"BERTH_PURE_ENGINE": "1"}, MODULES)
+    depends = _built(tmp_path)
+    choice = choose(tmp_path, {"BERTH_PURE_ENGINE": "1"}, MODULES, depends)
     assert choice == Choice(False, "pure Python: BERTH_PURE_ENGINE is set")
 
 
