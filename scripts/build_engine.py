@@ -28,9 +28,7 @@ ENGINE = ROOT / "queues" / "engine"
 BUILD_TEMP = ROOT / ".build" / "mypyc"
 sys.path.insert(0, str(ROOT))
 
-# Not compiled: model.py (workloads and policies are pickled to workers and
-# deep-copied by replays), and what a replay does not run through (reading
-# scenarios, charts, capacity searches, explanations).
+# What is compiled (MODULES), and why the rest is not, is said there.
 from queues.engine import compiled  # noqa: E402
 
 # Where mypy may not follow: plotly has no stubs, and the rest of the project
@@ -82,7 +80,7 @@ def build() -> int:
         f" {str(BUILD_TEMP / 'lib')!r}])\n"
     )
     paths = [f"queues/engine/{name}.py" for name in modules]
-    env = {**os.environ, "MYPYC_OPT_LEVEL": "3"}
+    env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)
     done = subprocess.run(
         [sys.executable, "-c", setup, "--config-file", config.name, *paths],
