@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test check pytest install migrate seed worker beat fmt clean compose-config mutation
+.PHONY: run test check pytest pytest-pure-engine install migrate seed worker beat fmt clean compose-config mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Berth needs Python 3.11 or newer; found " + sys.version.split()[0])'
@@ -40,7 +40,7 @@ run: seed
 ## (and Debian's chromium for the browser tests, installed when missing)
 test: install
 	@$(PY) scripts/ensure_browser.py
-	@$(PY) scripts/test_services.py -- $(MAKE) --no-print-directory check pytest
+	@$(PY) scripts/test_services.py -- $(MAKE) --no-print-directory check pytest pytest-pure-engine
 
 check: $(STAMP)
 	@echo "==> ruff"
@@ -58,6 +58,17 @@ check: $(STAMP)
 pytest: $(STAMP)
 	@echo "==> pytest (PostgreSQL: $${DATABASE_URL:-unset}, Redis: $${REDIS_URL:-unset})"
 	@$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The suite above runs the compiled engine where it was built; the container
+# image runs it as pure Python, so the engine's own tests run that way too.
+# The agreement test already compared the two; a run of chosen tests skips this.
+PURE_AGREEMENT := tests/engine/test_compiled_engine.py::test_the_compiled_engine_answers_as_the_pure_one
+pytest-pure-engine: $(STAMP)
+	@if [ -n "$(PYTEST_ARGS)" ]; then exit 0; fi; \
+	if $(PY) -c 'import sys, queues.engine as e; sys.exit(0 if e.ENGINE.compiled else 1)'; then \
+	  echo "==> pytest tests/engine tests/kueue again, with the engine as pure Python"; \
+	  BERTH_PURE_ENGINE=1 $(VENV)/bin/pytest -q tests/engine tests/kueue --deselect $(PURE_AGREEMENT); \
+	else echo "==> (the engine ran as pure Python above: no second pass)"; fi
 
 ## make mutation [TARGETS="plan preemption"]: mutmut over the decision, preemption, plan and
 ## submission rules (docs/mutation.md); slow, so not part of `make test`

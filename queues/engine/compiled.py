@@ -119,6 +119,25 @@ def expected_manifest(
     }
 
 
+def _switch(environ: Mapping[str, str]) -> str | None:
+    """Why the switch forces pure Python, if it does. Read like every Berth
+    setting: the variable, else the file ``BERTH_PURE_ENGINE_FILE`` names
+    (controlplane.env; the engine may not import it)."""
+    name = PURE_SWITCH
+    value = environ.get(name)
+    if value is None and environ.get(f"{name}_FILE"):
+        name = f"{name}_FILE"
+        try:
+            value = Path(environ[name]).read_text(encoding="utf-8")
+        except OSError:
+            # Start-up stops on this with a configuration error; a process
+            # without the settings check takes the safe engine.
+            return f"pure Python: {name} cannot be read"
+    if value is not None and value.strip().lower() in ("1", "true", "yes", "on"):
+        return f"pure Python: {name} is set"
+    return None
+
+
 def choose(
     directory: Path = HERE,
     environ: Mapping[str, str] = os.environ,
@@ -126,8 +145,9 @@ def choose(
     depends: Sequence[tuple[str, Path]] = DEPENDS,
 ) -> Choice:
     """Whether the compiled modules in ``directory`` may be imported, and why not."""
-    if environ.get(PURE_SWITCH, "").strip().lower() in ("1", "true", "yes", "on"):
-        return Choice(False, f"pure Python: {PURE_SWITCH} is set")
+    switch = _switch(environ)
+    if switch is not None:
+        return Choice(False, switch)
     try:
         built = json.loads((directory / MANIFEST_NAME).read_text())
     except (OSError, ValueError):

@@ -122,6 +122,35 @@ def test_the_switch_forces_pure_python(tmp_path: Path) -> None:
     assert choice == Choice(False, "pure Python: BERTH_PURE_ENGINE is set")
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("true\n", "pure Python: BERTH_PURE_ENGINE_FILE is set"),
+        ("0\n", "compiled with mypyc"),
+        (None, "pure Python: BERTH_PURE_ENGINE_FILE cannot be read"),
+    ],
+    ids=["true", "false", "unreadable"],
+)
+def test_the_switch_is_read_from_its_file_like_every_setting(
+    tmp_path: Path, content: str | None, why: str
+) -> None:
+    depends = _built(tmp_path)
+    switch = tmp_path / "secrets" / "pure"
+    if content is not None:
+        switch.parent.mkdir()
+        switch.write_text(content)
+    choice = choose(tmp_path, {"BERTH_PURE_ENGINE_FILE": str(switch)}, MODULES, depends)
+    assert choice.why.startswith(why)
+
+
+def test_the_variable_wins_over_its_file(tmp_path: Path) -> None:
+    depends = _built(tmp_path)
+    switch = tmp_path / "pure"
+    switch.write_text("1")
+    environ = {"BERTH_PURE_ENGINE": "0", "BERTH_PURE_ENGINE_FILE": str(switch)}
+    assert choose(tmp_path, environ, MODULES, depends).compiled
+
+
 def test_sources_first_imports_the_source_beside_an_extension_module(tmp_path: Path) -> None:
     # Python prefers an extension module to a source of the same name: this
     # one is not a library at all, so importing it would fail.
