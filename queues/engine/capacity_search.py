@@ -42,7 +42,8 @@ from queues.engine.simulator import Simulator, WorkloadRecord
 
 # Search no further than this many times today's capacity (at least 8 nodes more).
 DEFAULT_MAX_FACTOR = 4.0
-# A replay's watched simulator beats (see ``Search.replay``) every so many events.
+# A replay's watched simulator beats (see ``Search.replay``) every so many
+# events and scheduling cycles (a burst of arrivals is one event time, many cycles).
 BEAT_EVERY_EVENTS = 2_000
 
 # A replay the search asks for: (flavor, its GPUs, seed).
@@ -129,7 +130,8 @@ class _Watcher:
     search, to learn only that it is too small. A workload is late once the
     clock passes its deadline with it not admitted by then; more late than
     the percentile allows and the target fails whatever happens next. It
-    watches the simulator's events (``Simulator.before_event``)."""
+    watches the simulator's events (``Simulator.before_event``), and beats
+    through a burst's cycles too (``Simulator.after_cycle``)."""
 
     def __init__(
         self,
@@ -140,14 +142,20 @@ class _Watcher:
         self.records = records
         self.watches = watches
         self.beat = beat
-        self.events = 0
+        self.steps = 0
 
     def before_event(self, now: float, kind: str, payload: Any) -> None:
         if self.watches:
             self._check(now)
+        self._count()
+
+    def after_cycle(self) -> None:
+        self._count()
+
+    def _count(self) -> None:
         if self.beat is not None:
-            self.events += 1
-            if self.events % BEAT_EVERY_EVENTS == 0:
+            self.steps += 1
+            if self.steps % BEAT_EVERY_EVENTS == 0:
                 self.beat()
 
     def _check(self, now: float) -> None:
@@ -269,7 +277,7 @@ class Search:
     ) -> Figures:
         """Seed ``seed``'s waits per group with ``flavor`` at ``gpus``, replayed
         here (not kept); ``beat`` is called every ``BEAT_EVERY_EVENTS`` events
-        (a shared-out replay's heartbeat: it may raise to stop the replay)."""
+        and cycles (a shared-out replay's heartbeat: it may raise to stop the replay)."""
         policy = with_capacity(self.request.policy, flavor, gpus, self.request.resource)
         load = self.request.load
         stream = perturbed(
@@ -291,6 +299,7 @@ class Search:
         )
         watcher = _Watcher(simulator.records, self._watches(stream, load.context), beat)
         simulator.before_event = watcher.before_event
+        simulator.after_cycle = watcher.after_cycle
         try:
             result = simulator.run()
             records, end, stopped = result.records, result.end, None

@@ -16,7 +16,9 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
@@ -59,16 +61,22 @@ def replay_part(
     *,
     at_milestone: Callable[[int, float, dict[Key, SimulationResult]], None] | None = None,
     between: Callable[[float], None] | None = None,
+    between_every: float = 1.0,
 ) -> dict[Key, SimulationResult]:
     """Each replay to its end, by key, advanced together. ``at_milestone``
     gets (index, time, figures so far by key) at every milestone
     (``milestones(frame)``); ``between`` the share of the part done (0..1)
-    every slice. The figures are live: send them before going on."""
+    every slice, and every ``between_every`` seconds of wall time inside a
+    slice that takes longer (one event time can hold a burst of arrivals and
+    many cycles: a worker's heartbeat must not wait for it to end). The
+    figures are live: send them before going on."""
     simulators = {key: replay.simulator() for key, replay in replays.items()}
     for simulator in simulators.values():
         simulator.begin()
     width = slice_width(frame.start, frame.expected_end)
     at = frame.start
+    if between is not None:
+        _call_inside_slices(simulators.values(), frame, between, between_every)
     for index, stop in enumerate([*milestones(frame), math.inf]):
         while at < stop and not all(s.done for s in simulators.values()):
             at = advance_together(simulators.values(), at, width, stop)
@@ -81,6 +89,28 @@ def replay_part(
                 index, stop, {key: s.snapshot(stop, clamp=False) for key, s in simulators.items()}
             )
     return {key: s.result() for key, s in simulators.items()}
+
+
+def _call_inside_slices(
+    simulators: Iterable[Simulator],
+    frame: Frame,
+    between: Callable[[float], None],
+    every: float,
+) -> None:
+    """``between`` after a cycle once ``every`` seconds have passed since it
+    was last called from here; the share is as of the cycling replay's clock."""
+    replays = list(simulators)
+    last = [time.monotonic()]
+
+    def after_cycle(simulator: Simulator) -> None:
+        now = time.monotonic()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        between(_share(replays, frame, simulator.now))
+
+    for simulator in replays:
+        simulator.after_cycle = functools.partial(after_cycle, simulator)
 
 
 def _share(simulators: Iterable[Simulator], frame: Frame, at: float) -> float:

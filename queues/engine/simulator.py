@@ -134,6 +134,9 @@ class Simulator:
         # directly, past any replacement.
         self.before_event: Callable[[float, str, Any], None] | None = None
         self.after_event: Callable[[float, str, Any], None] | None = None
+        # Called after each scheduling cycle: one event time can take many
+        # (a burst of arrivals), and a shared-out replay must still beat.
+        self.after_cycle: Callable[[], None] | None = None
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
         self._generation: dict[str, int] = {}
@@ -466,6 +469,8 @@ class Simulator:
                 self.scheduler.apply_unpark_requests(active)
             result = self.scheduler.cycle(now, active)
             self._apply(result, now)
+            if self.after_cycle is not None:
+                self.after_cycle()
             changed, evaluated = self._by_group(result)
             asking = self.scheduler.groups_asking_to_unpark() if at_once else set()
             for group in sorted(active):

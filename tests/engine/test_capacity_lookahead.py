@@ -12,7 +12,15 @@ import pytest
 
 from queues.engine.capacity import Perturbation
 from queues.engine.capacity_lookahead import asked_next, next_points
-from queues.engine.capacity_search import Figures, FrozenStream, Point, Request, Search, Target
+from queues.engine.capacity_search import (
+    BEAT_EVERY_EVENTS,
+    Figures,
+    FrozenStream,
+    Point,
+    Request,
+    Search,
+    Target,
+)
 from tests.engine.test_capacity import request, steady
 
 JITTERED = Perturbation(jitter=400, runtime_spread=0.4)
@@ -108,3 +116,14 @@ def test_a_beat_is_called_while_a_replay_runs_and_may_stop_it() -> None:
 
     with pytest.raises(Stop):
         Search(req).replay("h100", 8, 0, beat=stop)
+
+
+def test_a_beat_comes_through_the_cycles_of_a_burst_too() -> None:
+    # 1,400 jobs at once: 1,400 arrival events, then 1,400 cycles in that one
+    # event time (one admission per queue and cycle), then 1,400 finishes.
+    # Counting events alone beats once; the cycles make it twice.
+    req = request(steady(4096, interval=0, gpus=1, count=1400))
+    req.targets = [Target("training-large", 90, 10**9)]
+    beats: list[int] = []
+    Search(req).replay("h100", 4096, 0, beat=lambda: beats.append(1))
+    assert len(beats) >= 3 * 1400 // BEAT_EVERY_EVENTS == 2

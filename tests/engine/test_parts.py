@@ -14,13 +14,17 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from queues.engine.model import Policy, Workload
+from queues.engine.model import PodSet, Policy, Workload
 from queues.engine.parts import deal, milestones, replay_part
 from queues.engine.replay_records import SimulationResult, frame_of
 from queues.engine.result_codec import from_json, to_json
+from queues.engine.scenario import parse
 from queues.engine.simulator import Simulator
 from queues.engine.split import group_replays, merge
+from tests.engine.test_simulator import one_queue
 from tests.engine.test_split import everything, streams
+
+GPU = "nvidia.com/gpu"
 
 
 def sent(result: SimulationResult) -> SimulationResult:
@@ -79,3 +83,31 @@ def test_groups_are_dealt_biggest_first_to_the_lightest_part() -> None:
     assert deal(sizes, 1) == [["a", "b", "c", "d", "e"]]
     # No part is empty: never more parts than groups.
     assert deal({"a": 1, "b": 0}, 8) == [["a"], ["b"]]
+
+
+def test_a_burst_in_one_event_time_still_calls_between_inside_it() -> None:
+    # 64 one-GPU jobs arrive at once in a queue of 64 GPUs: Kueue admits one
+    # head per queue and cycle, so that one event time takes 64 cycles. A
+    # worker beats through ``between``: it must not wait for the burst to end.
+    policy = parse(one_queue("BestEffortFIFO", 64)).policy
+    stream = [
+        (
+            Workload(
+                name=f"j{i}",
+                cluster_queue="q",
+                pod_sets=(PodSet("main", 1, {GPU: 1}),),
+                creation_time=0.0,
+                runtime=600.0,
+            ),
+            "c",
+        )
+        for i in range(64)
+    ]
+    replays = group_replays(policy, stream)
+    frame = frame_of((w for w, _ in stream), start=None, horizon=None)
+    shares: list[float] = []
+    results = replay_part(replays, frame, between=shares.append, between_every=0.0)
+    assert sum(r.admissions for r in results.values()) == 64
+    assert len(shares) >= 64
+    assert all(0.0 <= share <= 1.0 for share in shares)
+    assert shares[-1] == 1.0
