@@ -234,7 +234,10 @@ def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     per_class = ", ".join(
         f"{name} {count:,}" for name, count in sorted(fresh.items(), key=lambda kv: -kv[1])
     )
-    return f"nominations {total:,} ({per_class}); answers reused {scheduler.reused:,}"
+    return (
+        f"nominations {total:,} ({per_class}); answers reused {scheduler.reused:,}, "
+        f"reused with their figures read again {scheduler.refreshed:,}"
+    )
 
 
 def class_figures(result: SimulationResult) -> list[tuple[str, int, int, float, float, float, int]]:

@@ -139,6 +139,60 @@ class Assignment:
         return "; ".join(parts)
 
 
+def more_needed(flavor: str, resource: str, missing: int) -> str:
+    return (
+        f"insufficient unused quota for {resource} in flavor {flavor}, "
+        f"{kubernetes_quantity(resource, missing)} more needed"
+    )
+
+
+def refreshed(assignment: Assignment, available: dict[FlavorResource, int]) -> Assignment:
+    """``assignment`` as its assigner would make it with ``available`` as
+    the quota checks' available figures, when nothing else it read differs:
+    each request fits or not as it did, at the same borrowing levels, and no
+    check asked the oracle (whose victims depend on the figures). Then the
+    flavors, modes and reasons are the same and only the figures change: each
+    check's available amount, and what a reason says is missing."""
+    pod_sets = []
+    for old in assignment.pod_sets:
+        checks = []
+        reworded: dict[str, str] = {}
+        for check in old.checks:
+            flavor, resource, asked = check.flavor, check.resource, check.requested
+            now = available.get((flavor, resource), check.available)
+            if now != check.available:
+                if check.available < asked <= check.potential:
+                    was = more_needed(flavor, resource, asked - check.available)
+                    reworded[was] = more_needed(flavor, resource, asked - now)
+                check = QuotaCheck(
+                    flavor,
+                    resource,
+                    asked,
+                    now,
+                    check.potential,
+                    check.nominal,
+                    check.borrowing_limit,
+                    check.mode,
+                    check.borrow,
+                )
+            checks.append(check)
+        reasons = [reworded.get(r, r) for r in old.reasons] if reworded else list(old.reasons)
+        # What is not a figure is shared: nothing changes an assignment once made.
+        pod_sets.append(
+            PodSetAssignment(
+                old.name,
+                old.flavors,
+                old.mode,
+                old.borrow,
+                reasons,
+                checks,
+                old.skipped_flavors,
+                old.attempts,
+            )
+        )
+    return Assignment(pod_sets, assignment.usage, assignment.contested, assignment.counts)
+
+
 def pod_set_requests(pod_set: PodSet, queue: ClusterQueue) -> dict[str, int]:
     """Total requests; ``pods`` counts only when the ClusterQueue covers it."""
     requests = pod_set.total()
@@ -218,6 +272,9 @@ class FlavorAssigner:
         # the flavor-resource, the amount asked, what was available and (unless
         # it could never fit) the borrowing level. The rest it reads is static.
         self.reads: list[Read] = []
+        # Whether a quota check asked the oracle: then the answer depends on
+        # every figure read, not only on which requests fit (see refreshed).
+        self.asked_oracle = False
         self.group_of: dict[str, ResourceGroup] = {
             resource: group
             for group in queue.resource_groups
@@ -230,6 +287,7 @@ class FlavorAssigner:
         results: list[PodSetAssignment] = []
         self.taken = {}
         self.reads = []
+        self.asked_oracle = False
         for pod_set in workload.pod_sets:
             result = self._assign_pod_set(workload, pod_set, usage, contested)
             results.append(result)
@@ -421,15 +479,13 @@ class FlavorAssigner:
         if value <= available:
             check.borrow = borrow
             return Mode.FIT, borrow
-        result.reasons.append(
-            f"insufficient unused quota for {resource} in flavor {flavor}, "
-            f"{kubernetes_quantity(resource, value - available)} more needed"
-        )
+        result.reasons.append(more_needed(flavor, resource, value - available))
         preemption = self.queue.preemption
         can_preempt_while_borrowing = preemption.borrow_within_cohort.value != "Never" or (
             self.policy.fair_sharing and preemption.reclaim_within_cohort.value != "Never"
         )
         if node.nominal(fr) >= value or may_reclaim or can_preempt_while_borrowing:
+            self.asked_oracle = True
             mode, borrow = self.oracle(workload, fr, value)
             check.mode, check.borrow = mode, borrow
             return mode, borrow

@@ -38,6 +38,7 @@ from queues.engine.capacity import (
     with_capacity,
 )
 from queues.engine.model import Policy, Workload
+from queues.engine.scheduler import CycleResult
 from queues.engine.simulator import Simulator, WorkloadRecord
 
 # Search no further than this many times today's capacity (at least 8 nodes more).
@@ -149,7 +150,7 @@ class _Watcher:
             self._check(now)
         self._count()
 
-    def after_cycle(self) -> None:
+    def after_cycle(self, _: CycleResult) -> None:
         self._count()
 
     def _count(self) -> None:

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from queues.engine.lockstep import advance_together, slice_width
 from queues.engine.replay_records import Frame, SimulationResult
+from queues.engine.scheduler import CycleResult
 from queues.engine.simulator import Simulator
 from queues.engine.split import GroupReplay
 
@@ -102,7 +103,7 @@ def _call_inside_slices(
     replays = list(simulators)
     last = [time.monotonic()]
 
-    def after_cycle(simulator: Simulator) -> None:
+    def after_cycle(simulator: Simulator, _: CycleResult) -> None:
         now = time.monotonic()
         if now - last[0] < every:
             return

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from mypy_extensions import mypyc_attr
 
 from queues.engine import partial
-from queues.engine.assign import Assignment, FlavorAssigner, Mode, Read
+from queues.engine.assign import Assignment, FlavorAssigner, Mode, Read, refreshed
 from queues.engine.fair_order import fair_order
 from queues.engine.model import (
     CheckState,
@@ -43,8 +43,10 @@ from queues.engine.scheduler_state import SchedulerState
 from queues.engine.victim_search import REASON_TEXT, Target
 
 # What a nomination read, when that was only its own ClusterQueue (its version
-# in SchedulerState.queue_versions) and its quota checks' readings.
-Witness = tuple[int, tuple[Read, ...]]
+# in SchedulerState.queue_versions) and its quota checks' readings; and
+# whether its answer depends on those readings only through which requests
+# fit at what borrowing level (no check asked for victims: see assign.refreshed).
+Witness = tuple[int, tuple[Read, ...], bool]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -71,6 +73,8 @@ class Scheduler(SchedulerState):
         # What nominating cost: fresh nominations per ClusterQueue, and answers reused.
         self.nominated: dict[str, int] = {}
         self.reused = 0
+        # Answers given again with only their figures read anew (assign.refreshed).
+        self.refreshed = 0
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
@@ -124,7 +128,11 @@ class Scheduler(SchedulerState):
         assignment = assigner.assign(workload)
         if preemptor.looked_past_queue or self.placer is not None:
             return assignment, None
-        return assignment, (self.queue_versions[queue.name], tuple(assigner.reads))
+        return assignment, (
+            self.queue_versions[queue.name],
+            tuple(assigner.reads),
+            not assigner.asked_oracle,
+        )
 
     def cycle(self, now: float | None = None, groups: set[str] | None = None) -> CycleResult:
         """One scheduling cycle; with ``groups``, one in each of those
@@ -252,10 +260,21 @@ class Scheduler(SchedulerState):
             if known[0] == version:
                 self.reused += 1
                 return known[1]
-            if known[2] is not None and self._reads_the_same(queue.name, known[2]):
-                self._nominations[workload.key] = (version, known[1], known[2])
-                self.reused += 1
-                return known[1]
+            witness = known[2]
+            figures = None if witness is None else self._read_again(queue.name, witness)
+            if witness is not None and figures is not None:
+                entry = known[1]
+                if figures:
+                    assert entry.assignment is not None
+                    entry = Entry(workload, queue, refreshed(entry.assignment, figures))
+                    # What it read now: a later reading is compared with these.
+                    reads = tuple((fr, v, figures[fr], level) for fr, v, _, level in witness[1])
+                    witness = (witness[0], reads, witness[2])
+                    self.refreshed += 1
+                else:
+                    self.reused += 1
+                self._nominations[workload.key] = (version, entry, witness)
+                return entry
         self.nominated[queue.name] = self.nominated.get(queue.name, 0) + 1
         entry, witness = self._nominate(workload, queue)
         if len(self._nominations) > 4 * len(self.workloads) + 1024:
@@ -263,22 +282,33 @@ class Scheduler(SchedulerState):
         self._nominations[workload.key] = (version, entry, witness)
         return entry
 
-    def _reads_the_same(self, queue: str, witness: Witness) -> bool:
-        """Whether a nomination that read only ``witness`` would read the same
-        now: its queue unchanged, and every quota check finding the same room and
-        borrowing level. Then it gives the same answer, whatever else changed in
-        its tree: a StrictFIFO gang whose queue borrows up to its limit, asked
-        again at every change in a busy cohort."""
-        version, reads = witness
+    def _read_again(self, queue: str, witness: Witness) -> dict[FlavorResource, int] | None:
+        """Whether a nomination that read only ``witness`` would give the same
+        answer now; None if it might not. The same answer, whatever else
+        changed in its tree (a StrictFIFO gang whose queue borrows up to its
+        limit, asked again at every change in a busy cohort), when its queue is
+        unchanged and every quota check finds the same room at the same
+        borrowing level: then {} . When only the room differs, but each request
+        still fits or not as it did and no check asked for victims, the answer
+        is the same but for its figures: then the available figures now, by
+        flavor-resource (assign.refreshed words the answer with them)."""
+        version, reads, figures_only = witness
         if self.queue_versions[queue] != version:
-            return False
+            return None
         node = self.tree.queues[queue]
+        figures: dict[FlavorResource, int] = {}
         for fr, value, available, level in reads:
-            if max(0, node.available(fr)) != available:
-                return False
+            now = max(0, node.available(fr))
+            if now != available:
+                if not figures_only or (value <= now) != (value <= available):
+                    return None
+                figures[fr] = now
             if level is not None and node.borrowing_level(fr, value) != level:
-                return False
-        return True
+                return None
+        if figures:
+            for fr, _, available, _ in reads:
+                figures.setdefault(fr, available)
+        return figures
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
         """The head's entry, and what it read if only ``Witness``'s figures."""

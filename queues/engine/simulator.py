@@ -134,9 +134,9 @@ class Simulator:
         # directly, past any replacement.
         self.before_event: Callable[[float, str, Any], None] | None = None
         self.after_event: Callable[[float, str, Any], None] | None = None
-        # Called after each scheduling cycle: one event time can take many
-        # (a burst of arrivals), and a shared-out replay must still beat.
-        self.after_cycle: Callable[[], None] | None = None
+        # Called with each scheduling cycle's result: one event time can take
+        # many (a burst of arrivals), and a shared-out replay must still beat.
+        self.after_cycle: Callable[[CycleResult], None] | None = None
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
         self._generation: dict[str, int] = {}
@@ -470,7 +470,7 @@ class Simulator:
             result = self.scheduler.cycle(now, active)
             self._apply(result, now)
             if self.after_cycle is not None:
-                self.after_cycle()
+                self.after_cycle(result)
             changed, evaluated = self._by_group(result)
             asking = self.scheduler.groups_asking_to_unpark() if at_once else set()
             for group in sorted(active):

@@ -42,12 +42,18 @@ def simulator_for(policy: Policy, workloads: list[Workload], eviction: float) ->
 def replay(policy: Policy, workloads: list[Workload], eviction: float, reuse: bool) -> Any:
     simulator = simulator_for(policy, workloads, eviction)
     simulator.scheduler.reuse_nominations = reuse
+    # What every cycle said of every head it left pending, word for word: a
+    # reused answer must read as a fresh one would (its figures too).
+    said: list[list[tuple[str, str, str]]] = []
+    simulator.after_cycle = lambda cycle: said.append(
+        sorted((key, p.reason, p.message) for key, p in cycle.evaluated.items())
+    )
     result = simulator.run()
     records = {
         key: (r.first_admitted, r.finished, r.preemptions, r.preemptions_by_reason, r.lost_seconds)
         for key, r in result.records.items()
     }
-    return records, result.admission_log, result.preemptions_by_reason, result.cycles
+    return records, result.admission_log, result.preemptions_by_reason, result.cycles, said
 
 
 @settings(
@@ -116,3 +122,62 @@ def test_a_nomination_is_asked_again_when_its_own_queue_changed_though_its_figur
     scheduler.add(by_name["low"])
     result = scheduler.cycle(now=2)
     assert [(p.victim, p.reason) for p in result.preempted] == [("default/low", "InClusterQueue")]
+
+
+def test_a_head_whose_room_changed_is_answered_again_with_the_new_figures() -> None:
+    # "gang" asks 8 GPUs in a queue of 2 that may borrow from its cohort of
+    # 10: "other" takes 4, then 5, so the room it reads goes 6, then 5; the
+    # gang fits no better, searches no victims, and says what it misses. A
+    # scheduler that nominates every head afresh says the same.
+    def queue(name: str, nominal: int) -> dict[str, Any]:
+        quota = {"name": GPU, "nominalQuota": nominal}
+        return {
+            "name": name,
+            "cohortName": "c",
+            "queueingStrategy": "StrictFIFO",
+            "resourceGroups": [
+                {"coveredResources": [GPU], "flavors": [{"name": "h100", "resources": [quota]}]}
+            ],
+        }
+
+    def job(name: str, queue: str, gpus: int, at: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "clusterQueue": queue,
+            "creationTime": at,
+            "podSets": [{"requests": {GPU: gpus}}],
+        }
+
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [queue("q", 2), queue("other", 8)],
+            "workloads": [
+                job("first", "other", 4, 0),
+                job("gang", "q", 8, 1),
+                job("next", "other", 1, 2),
+            ],
+        }
+    )
+    by_name = {w.name: w for w in scenario.workloads}
+    reusing, fresh = Scheduler(scenario.policy), Scheduler(scenario.policy)
+    fresh.reuse_nominations = False
+    said = []
+    for scheduler in (reusing, fresh):
+        scheduler.add(copy.deepcopy(by_name["first"]))
+        scheduler.cycle(now=0)
+        scheduler.add(copy.deepcopy(by_name["gang"]))
+        scheduler.cycle(now=1)
+        scheduler.add(copy.deepcopy(by_name["next"]))
+        scheduler.cycle(now=2)  # admits "next" after the gang was nominated
+        result = scheduler.cycle(now=3)
+        entry = scheduler._nominations["default/gang"][1]
+        assert entry.assignment is not None
+        (pod_set,) = entry.assignment.pod_sets
+        said.append((result.evaluated["default/gang"], pod_set.reasons, pod_set.checks))
+    assert reusing.refreshed == 1 and reusing.nominated == {"q": 1, "other": 2}
+    assert said[0] == said[1]
+    pending, reasons, checks = said[0]
+    assert reasons == ["insufficient unused quota for nvidia.com/gpu in flavor h100, 3 more needed"]
+    assert [c.available for c in checks] == [5]
+    assert "3 more needed" in pending.message
