@@ -77,6 +77,7 @@ def replay_part(
     width = slice_width(frame.start, frame.expected_end)
     at = frame.start
     if between is not None:
+        between = _never_back(between)
         _call_inside_slices(simulators.values(), frame, between, between_every)
     for index, stop in enumerate([*milestones(frame), math.inf]):
         while at < stop and not all(s.done for s in simulators.values()):
@@ -90,6 +91,19 @@ def replay_part(
                 index, stop, {key: s.snapshot(stop, clamp=False) for key, s in simulators.items()}
             )
     return {key: s.result() for key, s in simulators.items()}
+
+
+def _never_back(between: Callable[[float], None]) -> Callable[[float], None]:
+    """``between`` given the most done so far: inside a slice the replays
+    advance one after another, so the next one's clock may be behind the
+    last one's."""
+    most = [0.0]
+
+    def call(share: float) -> None:
+        most[0] = max(most[0], share)
+        between(most[0])
+
+    return call
 
 
 def _call_inside_slices(

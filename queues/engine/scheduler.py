@@ -49,6 +49,10 @@ from queues.engine.victim_search import REASON_TEXT, Target
 Witness = tuple[int, tuple[Read, ...], bool]
 
 
+class ReuseMismatch(AssertionError):
+    """A reused nomination is not what a fresh one gives (Scheduler.check_reuse)."""
+
+
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Scheduler(SchedulerState):
     """Cluster state and the cycle. Times are seconds on the caller's clock."""
@@ -67,6 +71,9 @@ class Scheduler(SchedulerState):
         self._quiet: dict[str, tuple[tuple[int, int], dict[str, Pending]]] = {}
         # False: every head is nominated afresh (what the reuse is checked against).
         self.reuse_nominations = True
+        # True: every reused answer is also asked afresh and must equal it, with
+        # what it read (tests; a ReuseMismatch says where they part).
+        self.check_reuse = False
         # False: victim searches never stop early at the borrowing limit
         # (Preemptor._beyond_borrowing_limit; what that shortcut is checked against).
         self.stop_at_borrowing_limit = True
@@ -259,6 +266,8 @@ class Scheduler(SchedulerState):
         ):
             if known[0] == version:
                 self.reused += 1
+                if self.check_reuse:
+                    self._check_reused(known[1], known[2], workload, queue)
                 return known[1]
             witness = known[2]
             figures = None if witness is None else self._read_again(queue.name, witness)
@@ -274,6 +283,8 @@ class Scheduler(SchedulerState):
                 else:
                     self.reused += 1
                 self._nominations[workload.key] = (version, entry, witness)
+                if self.check_reuse:
+                    self._check_reused(entry, witness, workload, queue)
                 return entry
         self.nominated[queue.name] = self.nominated.get(queue.name, 0) + 1
         entry, witness = self._nominate(workload, queue)
@@ -281,6 +292,16 @@ class Scheduler(SchedulerState):
             self._nominations.clear()  # of workloads long gone
         self._nominations[workload.key] = (version, entry, witness)
         return entry
+
+    def _check_reused(
+        self, entry: Entry, witness: Witness | None, workload: Workload, queue: ClusterQueue
+    ) -> None:
+        fresh, read = self._nominate(workload, queue)
+        given = (entry.assignment, entry.targets, entry.pending)
+        if given != (fresh.assignment, fresh.targets, fresh.pending):
+            raise ReuseMismatch(f"{workload.key}: reused {given}, afresh {fresh}")
+        if witness is not None and witness != read:
+            raise ReuseMismatch(f"{workload.key}: reused having read {witness}, afresh {read}")
 
     def _read_again(self, queue: str, witness: Witness) -> dict[FlavorResource, int] | None:
         """Whether a nomination that read only ``witness`` would give the same

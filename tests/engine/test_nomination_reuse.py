@@ -42,6 +42,9 @@ def simulator_for(policy: Policy, workloads: list[Workload], eviction: float) ->
 def replay(policy: Policy, workloads: list[Workload], eviction: float, reuse: bool) -> Any:
     simulator = simulator_for(policy, workloads, eviction)
     simulator.scheduler.reuse_nominations = reuse
+    # Every reused answer, and what it read, is also asked afresh and must be
+    # equal: figures no wording shows included.
+    simulator.scheduler.check_reuse = reuse
     # What every cycle said of every head it left pending, word for word: a
     # reused answer must read as a fresh one would (its figures too).
     said: list[list[tuple[str, str, str]]] = []

@@ -111,3 +111,39 @@ def test_a_burst_in_one_event_time_still_calls_between_inside_it() -> None:
     assert len(shares) >= 64
     assert all(0.0 <= share <= 1.0 for share in shares)
     assert shares[-1] == 1.0
+
+
+def test_the_share_told_inside_slices_never_goes_back() -> None:
+    # Two independent queues, each with a burst inside the first hour-long
+    # slice: "q" advances first and cycles its burst at 3,000 s, then "q2"
+    # cycles its own at 600 s. The share told must not step back with it.
+    document = one_queue("BestEffortFIFO", 64)
+    second = copy.deepcopy(document["clusterQueues"][0])
+    second["name"] = "q2"
+    document["clusterQueues"].append(second)
+    policy = parse(document).policy
+    span = 500 * 3600.0  # 500 slices of an hour
+
+    def burst(queue: str, at: float) -> list[tuple[Workload, str]]:
+        return [
+            (
+                Workload(
+                    name=f"{queue}-{i}",
+                    cluster_queue=queue,
+                    pod_sets=(PodSet("main", 1, {GPU: 1}),),
+                    creation_time=at,
+                    runtime=7200.0,
+                ),
+                "c",
+            )
+            for i in range(32)
+        ]
+
+    stream = [*burst("q", 3000.0), *burst("q2", 600.0)]
+    replays = group_replays(policy, stream, start=0.0, horizon=span)
+    assert list(replays) == sorted(replays, key=lambda g: "q2" in g)  # "q" advances first
+    frame = frame_of((w for w, _ in stream), start=0.0, horizon=span)
+    shares: list[float] = []
+    replay_part(replays, frame, between=shares.append, between_every=0.0)
+    assert len(shares) > 64
+    assert shares == sorted(shares)
