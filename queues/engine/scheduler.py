@@ -49,10 +49,6 @@ from queues.engine.victim_search import REASON_TEXT, Target
 Witness = tuple[int, tuple[Read, ...], bool]
 
 
-class ReuseMismatch(AssertionError):
-    """A reused nomination is not what a fresh one gives (Scheduler.check_reuse)."""
-
-
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Scheduler(SchedulerState):
     """Cluster state and the cycle. Times are seconds on the caller's clock."""
@@ -72,7 +68,7 @@ class Scheduler(SchedulerState):
         # False: every head is nominated afresh (what the reuse is checked against).
         self.reuse_nominations = True
         # True: every reused answer is also asked afresh and must equal it, with
-        # what it read (tests; a ReuseMismatch says where they part).
+        # what it read (tests: an AssertionError says where they part).
         self.check_reuse = False
         # False: victim searches never stop early at the borrowing limit
         # (Preemptor._beyond_borrowing_limit; what that shortcut is checked against).
@@ -299,9 +295,9 @@ class Scheduler(SchedulerState):
         fresh, read = self._nominate(workload, queue)
         given = (entry.assignment, entry.targets, entry.pending)
         if given != (fresh.assignment, fresh.targets, fresh.pending):
-            raise ReuseMismatch(f"{workload.key}: reused {given}, afresh {fresh}")
+            raise AssertionError(f"{workload.key}: reused {given}, afresh {fresh}")
         if witness is not None and witness != read:
-            raise ReuseMismatch(f"{workload.key}: reused having read {witness}, afresh {read}")
+            raise AssertionError(f"{workload.key}: reused having read {witness}, afresh {read}")
 
     def _read_again(self, queue: str, witness: Witness) -> dict[FlavorResource, int] | None:
         """Whether a nomination that read only ``witness`` would give the same
