@@ -45,7 +45,8 @@ of recorded workloads builds them.
 
 Prints the trace's size and shape, generation time, the replay's wall time and
 admissions per second, the heads nominated afresh per queue class against the
-answers reused (in one process: where most of the time goes), resident memory
+answers reused and those reused with their figures read again (in one
+process: where most of the time goes), resident memory
 after each phase and at its peak (``ru_maxrss``), and per queue class the
 workloads, admitted, p50 / p90 / mean wait and preemptions suffered.
 ``--tracemalloc`` (slow) also prints what holds the memory at the end of the
@@ -224,7 +225,8 @@ def _censored(stats: dict[str, Any], key: str) -> str:
 
 def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     """Where a replay's time mostly goes: the heads nominated afresh, per
-    queue class, against the answers reused."""
+    queue class, against the answers reused (as they were, or with their
+    figures read again)."""
     class_of = {r.cluster_queue: r.workload_class for r in result.records.values()}
     fresh: dict[str, int] = {}
     for queue, count in scheduler.nominated.items():
