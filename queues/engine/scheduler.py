@@ -273,7 +273,9 @@ class Scheduler(SchedulerState):
                     assert entry.assignment is not None
                     entry = Entry(workload, queue, refreshed(entry.assignment, figures))
                     # What it read now: a later reading is compared with these.
-                    reads = tuple((fr, v, figures[fr], level) for fr, v, _, level in witness[1])
+                    reads = tuple(
+                        (fr, v, figures.get(fr, was), level) for fr, v, was, level in witness[1]
+                    )
                     witness = (witness[0], reads, witness[2])
                     self.refreshed += 1
                 else:
@@ -305,10 +307,10 @@ class Scheduler(SchedulerState):
         changed in its tree (a StrictFIFO gang whose queue borrows up to its
         limit, asked again at every change in a busy cohort), when its queue is
         unchanged and every quota check finds the same room at the same
-        borrowing level: then {} . When only the room differs, but each request
+        borrowing level: then {}. When only the room differs, but each request
         still fits or not as it did and no check asked for victims, the answer
-        is the same but for its figures: then the available figures now, by
-        flavor-resource (assign.refreshed words the answer with them)."""
+        is the same but for its figures: then the available figures that
+        changed, by flavor-resource (assign.refreshed words the answer with them)."""
         version, reads, figures_only = witness
         if self.queue_versions[queue] != version:
             return None
@@ -322,9 +324,6 @@ class Scheduler(SchedulerState):
                 figures[fr] = now
             if level is not None and node.borrowing_level(fr, value) != level:
                 return None
-        if figures:
-            for fr, _, available, _ in reads:
-                figures.setdefault(fr, available)
         return figures
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
