@@ -42,6 +42,10 @@ class Node:
     subtree: dict[FlavorResource, int] = field(default_factory=dict)
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     height: int = 0
+    # The flavor-resources whose usage is above the subtree quota, kept as usage
+    # changes: the victim search asks every queue of a cohort whether it
+    # borrows, once per search, and that is a set test instead of a loop.
+    over: set[FlavorResource] = field(default_factory=set, repr=False)
 
     def __repr__(self) -> str:
         return f"{'Cohort' if self.is_cohort else 'ClusterQueue'}({self.name})"
@@ -122,8 +126,7 @@ class Node:
         return limit < self.usage.get(fr, 0) + amount
 
     def within_nominal(self, frs: Iterator[FlavorResource] | set[FlavorResource]) -> bool:
-        subtree, usage = self.subtree, self.usage
-        return all(subtree.get(fr, 0) >= usage.get(fr, 0) for fr in frs)
+        return self.over.isdisjoint(frs)
 
     # ---------------------------------------------------------------- mutation
 
@@ -134,6 +137,8 @@ class Node:
             used = node.usage.get(fr, 0)
             spare = max(0, node._local.get(fr, 0) - used)
             node.usage[fr] = used + amount
+            if used + amount > node.subtree.get(fr, 0):
+                node.over.add(fr)
             if amount <= spare:
                 return
             amount -= spare
@@ -145,6 +150,8 @@ class Node:
             used = node.usage.get(fr, 0)
             stored_in_parent = used - node._local.get(fr, 0)
             node.usage[fr] = used - amount
+            if used - amount <= node.subtree.get(fr, 0):
+                node.over.discard(fr)
             if stored_in_parent <= 0:
                 return
             amount = min(amount, stored_in_parent)

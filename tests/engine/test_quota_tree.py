@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from queues.engine.model import ClusterQueue, Cohort, FlavorQuotas, Policy, Quota, ResourceGroup
 from queues.engine.quota import QuotaTree
 
@@ -72,3 +75,41 @@ def test_borrowing_level_counts_how_far_up_the_quota_comes_from() -> None:
     assert a.borrowing_level(FR, 2) == (0, True)  # within nominal
     assert a.borrowing_level(FR, 4)[0] == 1  # the inner cohort holds it
     assert a.borrowing_level(FR, 10)[0] == 2  # it needs the outer cohort
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "d"]), st.integers(1, 7), st.booleans()),
+        max_size=40,
+    )
+)
+def test_within_nominal_follows_usage_through_adds_and_removes(
+    steps: list[tuple[str, int, bool]],
+) -> None:
+    """``Node.within_nominal`` reads a set kept up to date as usage changes; it
+    must say what usage against the subtree quota says, at every node, after
+    any sequence of adds and removes (a lending limit stops usage on the way up)."""
+    inner = Cohort(
+        "inner",
+        parent="outer",
+        resource_groups=(ResourceGroup(("cpu",), (FlavorQuotas("default", {"cpu": Quota(2)}),)),),
+    )
+    t = tree(
+        queue("a", "inner", 4, lending=2),
+        queue("b", "inner", 3),
+        queue("d", "outer", 5, borrowing=4),
+        cohorts=(Cohort("outer"), inner),
+    )
+    held: dict[str, list[int]] = {"a": [], "b": [], "d": []}
+    nodes = [*t.queues.values(), *t.cohorts.values()]
+    for name, amount, adding in steps:
+        if adding or not held[name]:
+            t.add(name, {FR: amount})
+            held[name].append(amount)
+        else:
+            t.remove(name, {FR: held[name].pop()})
+        for node in nodes:
+            expected = node.usage.get(FR, 0) <= node.subtree.get(FR, 0)
+            assert node.within_nominal({FR}) is expected, (node, node.usage, node.subtree)
+            assert node.within_nominal(set()) is True
