@@ -46,7 +46,8 @@ of recorded workloads builds them.
 Prints the trace's size and shape, generation time, the replay's wall time and
 admissions per second, the heads nominated afresh per queue class against the
 answers reused and those reused with their figures read again (in one
-process: where most of the time goes), resident memory
+process: where most of the time goes), the victim searches that ended as
+hopeless without walking their candidates, resident memory
 after each phase and at its peak (``ru_maxrss``), and per queue class the
 workloads, admitted, p50 / p90 / mean wait and preemptions suffered.
 ``--tracemalloc`` (slow) also prints what holds the memory at the end of the
@@ -226,7 +227,8 @@ def _censored(stats: dict[str, Any], key: str) -> str:
 def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     """Where a replay's time mostly goes: the heads nominated afresh, per
     queue class, against the answers reused (as they were, or with their
-    figures read again)."""
+    figures read again); and the victim searches that ended without walking
+    their candidates, no walk able to free enough."""
     class_of = {r.cluster_queue: r.workload_class for r in result.records.values()}
     fresh: dict[str, int] = {}
     for queue, count in scheduler.nominated.items():
@@ -238,7 +240,8 @@ def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     )
     return (
         f"nominations {total:,} ({per_class}); answers reused {scheduler.reused:,}, "
-        f"reused with their figures read again {scheduler.refreshed:,}"
+        f"reused with their figures read again {scheduler.refreshed:,}; "
+        f"victim searches ended as hopeless {scheduler.hopeless:,}"
     )
 
 

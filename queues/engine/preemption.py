@@ -127,6 +127,16 @@ class Preemptor(FairSharingSearch):
         if self.stop_at_borrowing_limit and self._beyond_borrowing_limit(node, usage, same):
             return []
         self.looked_past_queue = True
+        if (
+            self.stop_when_hopeless
+            and policy.borrow_within_cohort is BorrowWithinCohort.NEVER
+            and not self._advantaged_below_some_level(node, usage)
+            and self._borrows_still(node, usage, same)
+            and not self._could_fit(node, usage, contested, same, True)
+        ):
+            # No walk can succeed, whoever borrows in the cohort: see _could_fit.
+            self.hopeless += 1
+            return []
         hierarchy: list[Candidate] = []
         by_priority: list[Candidate] = []
         if (
@@ -150,10 +160,17 @@ class Preemptor(FairSharingSearch):
                 fits, remaining = self._fit_in_quota(ancestor, remaining)
                 advantaged = advantaged or fits
                 previous = ancestor
-        ordered = self._ordered([hierarchy, by_priority, same], queue.name)
-        for allow_borrowing in self._attempts(
+        attempts = self._attempts(
             policy.borrow_within_cohort, hierarchy, by_priority, node, contested
+        )
+        if self.stop_when_hopeless and not any(
+            self._could_fit(node, usage, contested, [*hierarchy, *by_priority, *same], allowed)
+            for allowed in attempts
         ):
+            self.hopeless += 1
+            return []
+        ordered = self._ordered([hierarchy, by_priority, same], queue.name)
+        for allow_borrowing in attempts:
             found = self._greedy(ordered, node, usage, contested, allow_borrowing)
             if found:
                 return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
@@ -175,6 +192,87 @@ class Preemptor(FairSharingSearch):
                 continue
             freed = sum(self.usage_of[c.workload.key].get(fr, 0) for c in same)
             if amount > node.subtree.get(fr, 0) + limit - node.usage.get(fr, 0) + freed:
+                return True
+        return False
+
+    def _could_fit(
+        self,
+        node: Node,
+        usage: Mapping[FlavorResource, int],
+        contested: set[FlavorResource],
+        candidates: list[Candidate],
+        allow_borrowing: bool,
+    ) -> bool:
+        """Whether the preemptor could fit, in the walk that may or may not
+        leave it borrowing, with as much gone as that walk could take; False:
+        the walk fails, and need not be tried. A StrictFIFO gang that would
+        borrow where its queue may not preempt while borrowing, searched again
+        at every change in its cohort, is most searches of a busy replay.
+
+        Of another queue's candidates, the borrowing walk takes none that
+        only reclaim without borrowing. The walk takes one only while its
+        queue is above its nominal quota of a contested resource. With one
+        contested resource, the last one taken leaves the queue above nominal
+        just before, so the walk takes less than the queue's excess plus its
+        largest candidate there; and never more than all its candidates hold.
+        Usage that much lower frees at least what the walk frees (available
+        quota only grows as usage falls, and the preemptor's own queue borrows
+        less), so a preemptor that does not fit then fits at no step of it."""
+        taken: dict[str, dict[FlavorResource, int]] = {}
+        largest: dict[str, int] = {}
+        queues: dict[str, Node] = {}
+        single = next(iter(contested)) if len(contested) == 1 else None
+        for candidate in candidates:
+            if allow_borrowing and candidate.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+                continue  # never a candidate of its own queue
+            name = candidate.queue.name
+            queues[name] = candidate.queue
+            held = self.usage_of[candidate.workload.key]
+            freed = taken.setdefault(name, {})
+            for fr in usage:
+                amount = held.get(fr, 0)
+                if amount:
+                    freed[fr] = freed.get(fr, 0) + amount
+            if single is not None and candidate.queue is not node:
+                largest[name] = max(largest.get(name, 0), held.get(single, 0))
+        if single is not None:
+            for name, most in largest.items():
+                other, freed = queues[name], taken[name]
+                excess = other.usage.get(single, 0) - other.subtree.get(single, 0)
+                freed[single] = max(0, min(freed.get(single, 0), excess + most - 1))
+        for name, freed in taken.items():
+            self.tree.remove(name, freed)
+        try:
+            return self._fits(node, usage, allow_borrowing)
+        finally:
+            for name, freed in taken.items():
+                self.tree.add(name, freed)
+
+    def _advantaged_below_some_level(self, node: Node, usage: Mapping[FlavorResource, int]) -> bool:
+        """Whether the request fits the quota of the queue or of a cohort below
+        some level the search gathers candidates at: only then may a candidate
+        of another queue reclaim hierarchically (see the ancestor walk in
+        ``_classic``); otherwise, with borrowWithinCohort Never, each of them
+        reclaims without borrowing, and no walk that leaves the preemptor
+        borrowing may take it."""
+        advantaged, remaining = self._fit_in_quota(node, usage)
+        for ancestor in node.ancestors():
+            if advantaged:
+                return True
+            advantaged, remaining = self._fit_in_quota(ancestor, remaining)
+        return False
+
+    def _borrows_still(
+        self, node: Node, usage: Mapping[FlavorResource, int], same: list[Candidate]
+    ) -> bool:
+        """Whether the preemptor would borrow even with every candidate of its
+        own queue gone: the only victims that lower its queue's usage, so no
+        walk that may not leave it borrowing succeeds."""
+        for fr, amount in usage.items():
+            if not amount:
+                continue
+            freed = sum(self.usage_of[c.workload.key].get(fr, 0) for c in same)
+            if node.borrowing_with(fr, amount - freed):
                 return True
         return False
 

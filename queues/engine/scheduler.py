@@ -73,6 +73,11 @@ class Scheduler(SchedulerState):
         # False: victim searches never stop early at the borrowing limit
         # (Preemptor._beyond_borrowing_limit; what that shortcut is checked against).
         self.stop_at_borrowing_limit = True
+        # False: victim searches walk their candidates even when no walk could
+        # free enough (Preemptor._could_fit; what that shortcut is checked against).
+        self.stop_when_hopeless = True
+        # Victim searches that shortcut ended without a walk.
+        self.hopeless = 0
         # What nominating cost: fresh nominations per ClusterQueue, and answers reused.
         self.nominated: dict[str, int] = {}
         self.reused = 0
@@ -92,6 +97,7 @@ class Scheduler(SchedulerState):
             self.policy, self.tree, self.reserved, self.usage_of, exclude, self.now
         )
         preemptor.stop_at_borrowing_limit = self.stop_at_borrowing_limit
+        preemptor.stop_when_hopeless = self.stop_when_hopeless
         return preemptor
 
     def assign(self, workload: Workload, exclude: set[str] | None = None) -> Assignment:
@@ -129,6 +135,7 @@ class Scheduler(SchedulerState):
 
         assigner = FlavorAssigner(self.policy, queue, node, oracle, self.placer)
         assignment = assigner.assign(workload)
+        self.hopeless += preemptor.hopeless
         if preemptor.looked_past_queue or self.placer is not None:
             return assignment, None
         return assignment, (
@@ -354,6 +361,7 @@ class Scheduler(SchedulerState):
             if searched is None:
                 preemptor = self.preemptor_for(set())
                 searched = preemptor.targets(workload, queue, assignment.contested, requests)
+                self.hopeless += preemptor.hopeless
                 if preemptor.looked_past_queue:
                     witness = None
             entry.targets = searched

@@ -91,6 +91,11 @@ class VictimSearch:
         # borrowing limit (what that shortcut is checked against). A switch, not
         # a method to patch: compiled, the engine would not see the patch.
         self.stop_at_borrowing_limit = True
+        # False: the classic search walks its candidates even when no walk could
+        # free enough (Preemptor._could_fit; what that shortcut is checked against).
+        self.stop_when_hopeless = True
+        # Searches that shortcut ended without a walk.
+        self.hopeless = 0
 
     def _uses(self, workload: Workload, contested: set[FlavorResource]) -> bool:
         return not contested.isdisjoint(self.usage_of[workload.key])

@@ -1,40 +1,348 @@
-"""The classic victim search gives up early when the preemptor would exceed
-its own queue's borrowing limit even with every candidate of its queue gone
-(``Preemptor._beyond_borrowing_limit``; ``Scheduler.stop_at_borrowing_limit``
-turns it off): no victim elsewhere can help it then.
-Replays of any policy and stream come out exactly the same with the shortcut
+"""The classic victim search's two shortcuts, each turned off by a switch
+(what it is checked against):
+
+- it gives up when the preemptor would exceed its own queue's borrowing limit
+  even with every candidate of its queue gone (``Preemptor._beyond_borrowing_limit``;
+  ``Scheduler.stop_at_borrowing_limit``): no victim elsewhere can help it then;
+- it does not walk its candidates when no walk could free enough
+  (``Preemptor._could_fit``; ``Scheduler.stop_when_hopeless``): a bound on
+  what each walk may take, removed at once, leaves the preemptor unfit.
+
+Replays of any policy and stream come out exactly the same with each shortcut
 as without it: admissions, victims, waits, cycles and usage figures
-(hypothesis, no database)."""
+(hypothesis, no database). A gang that would borrow where its queue may not
+preempt while borrowing shows the second one at work."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from queues.engine.model import Policy, Workload
+from queues.engine.model import FlavorResource, Policy, Workload
 from queues.engine.result_codec import to_json
+from queues.engine.runner import scheduler_for
+from queues.engine.scenario import parse
+from queues.engine.simulator import Simulator
 from tests.engine.test_nomination_reuse import simulator_for, streams
+from tests.engine.test_preemption_attempts_and_hierarchy import (
+    RECLAIM_ANY,
+    cq,
+    running,
+    scheduler_of,
+    waiting,
+)
+
+# Searches the hopeless shortcut ended, over every drawn stream.
+HOPELESS: list[int] = []
 
 
 def replay(
-    policy: Policy, workloads: list[Workload], eviction: float, *, shortcut: bool = True
+    policy: Policy,
+    workloads: list[Workload],
+    eviction: float,
+    *,
+    at_limit: bool = True,
+    hopeless: bool = True,
 ) -> dict[str, Any]:
     simulator = simulator_for(policy, workloads, eviction)
-    simulator.scheduler.stop_at_borrowing_limit = shortcut
-    return to_json(simulator.run())
+    simulator.scheduler.stop_at_borrowing_limit = at_limit
+    simulator.scheduler.stop_when_hopeless = hopeless
+    result = to_json(simulator.run())
+    HOPELESS.append(simulator.scheduler.hopeless)
+    return result
 
 
-@settings(
+SETTINGS = settings(
     max_examples=400,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@SETTINGS
 @given(streams())
 def test_giving_up_at_the_borrowing_limit_changes_no_replay(
     case: tuple[Policy, list[Workload], float],
 ) -> None:
     policy, workloads, eviction = case
-    shortcut = replay(policy, workloads, eviction)
-    searched = replay(policy, workloads, eviction, shortcut=False)
+    shortcut = replay(policy, workloads, eviction, hopeless=False)
+    searched = replay(policy, workloads, eviction, at_limit=False, hopeless=False)
     assert shortcut == searched
+
+
+@SETTINGS
+@given(streams())
+def test_skipping_hopeless_walks_changes_no_replay(
+    case: tuple[Policy, list[Workload], float],
+) -> None:
+    policy, workloads, eviction = case
+    # Without the borrowing-limit shortcut too, so more searches reach the walk.
+    skipped = replay(policy, workloads, eviction, at_limit=False)
+    walked = replay(policy, workloads, eviction, at_limit=False, hopeless=False)
+    assert skipped == walked
+
+
+RESOURCES = ("nvidia.com/gpu", "cpu")
+
+
+@st.composite
+def searches(draw: Any) -> dict[str, Any]:
+    """A cohort (maybe with a nested one) of 2-4 queues with drawn quotas,
+    limits and preemption policies, workloads holding quota in them (over
+    nominal or not), and a preemptor waiting in one of them."""
+    nested = draw(st.booleans())
+    cohorts: list[dict[str, Any]] = [{"name": "root"}]
+    if nested:
+        cohorts.append({"name": "inner", "parentName": "root"})
+    queues = []
+    for i in range(draw(st.integers(2, 4))):
+        resources = []
+        for resource in RESOURCES:
+            quota: dict[str, Any] = {"name": resource, "nominalQuota": draw(st.integers(0, 6))}
+            if draw(st.booleans()):
+                quota["borrowingLimit"] = draw(st.integers(0, 6))
+            if draw(st.integers(0, 3)) == 0:
+                quota["lendingLimit"] = draw(st.integers(0, quota["nominalQuota"]))
+            resources.append(quota)
+        reclaim = draw(st.sampled_from(["Never", "LowerPriority", "Any"]))
+        borrow: dict[str, Any] = {"policy": "Never"}
+        if reclaim != "Never" and draw(st.booleans()):
+            borrow["policy"] = "LowerPriority"  # Kueue refuses it beside reclaim Never
+            if draw(st.booleans()):
+                borrow["maxPriorityThreshold"] = draw(st.integers(0, 3))
+        queues.append(
+            {
+                "name": f"q{i}",
+                "cohortName": "inner" if nested and i % 2 else "root",
+                "preemption": {
+                    "withinClusterQueue": draw(
+                        st.sampled_from(["Never", "LowerPriority", "LowerOrNewerEqualPriority"])
+                    ),
+                    "reclaimWithinCohort": reclaim,
+                    "borrowWithinCohort": borrow,
+                },
+                "resourceGroups": [
+                    {
+                        "coveredResources": list(RESOURCES),
+                        "flavors": [{"name": "default", "resources": resources}],
+                    }
+                ],
+            }
+        )
+    names = [q["name"] for q in queues]
+    workloads = []
+    for i in range(draw(st.integers(0, 9))):
+        requests = {r: draw(st.integers(0, 4)) for r in RESOURCES}
+        workloads.append(
+            {
+                "name": f"w{i}",
+                "clusterQueue": draw(st.sampled_from(names)),
+                "priority": draw(st.integers(0, 3)),
+                "creationTime": 0,
+                "admittedAt": draw(st.integers(0, 5)),
+                "podSets": [{"requests": requests}],
+                "admission": {"main": dict.fromkeys(requests, "default")},
+            }
+        )
+    preemptor = {r: draw(st.integers(0, 8)) for r in RESOURCES}
+    workloads.append(
+        {
+            "name": "p",
+            "clusterQueue": draw(st.sampled_from(names)),
+            "priority": draw(st.integers(0, 4)),
+            "creationTime": 3,
+            "podSets": [{"requests": preemptor}],
+        }
+    )
+    return {
+        "resourceFlavors": [{"name": "default"}],
+        "cohorts": cohorts,
+        "clusterQueues": queues,
+        "workloads": workloads,
+    }
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(searches())
+def test_a_search_skipped_as_hopeless_finds_no_victims_when_walked(
+    document: dict[str, Any],
+) -> None:
+    """Every contested set the preemptor could ask for: the search with the
+    shortcut gives the victims the walk gives (none, when it skipped)."""
+    scheduler = scheduler_for(parse(document))
+    preemptor = scheduler.workloads["default/p"]
+    queue = scheduler.policy.cluster_queues[preemptor.cluster_queue]
+    requests: dict[FlavorResource, int] = {
+        ("default", r): amount for r, amount in preemptor.pod_sets[0].requests.items() if amount
+    }
+    frs = sorted(requests)
+    for mask in range(1, 2 ** len(frs)):
+        contested = {fr for i, fr in enumerate(frs) if mask >> i & 1}
+        found = []
+        for hopeless in (True, False):
+            search = scheduler.preemptor_for(set())
+            search.stop_when_hopeless = hopeless
+            targets = search.targets(preemptor, queue, contested, requests)
+            found.append([(t.workload.key, t.reason) for t in targets])
+            HOPELESS.append(search.hopeless)
+        assert found[0] == found[1], (contested, found)
+
+
+def test_the_drawn_cases_reach_the_hopeless_shortcut() -> None:
+    """The properties above test something only if some drawn searches end
+    there: run after them (pytest keeps the file's order)."""
+    if not HOPELESS:
+        test_a_search_skipped_as_hopeless_finds_no_victims_when_walked()
+    assert sum(HOPELESS) > 0
+
+
+GPU = "nvidia.com/gpu"
+
+
+def _queue(name: str, nominal: int, strategy: str = "BestEffortFIFO") -> dict[str, Any]:
+    return {
+        "name": name,
+        "cohortName": "division",
+        "queueingStrategy": strategy,
+        "preemption": {
+            "withinClusterQueue": "LowerPriority",
+            "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "Never"},
+        },
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU],
+                "flavors": [
+                    {"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal}]}
+                ],
+            }
+        ],
+    }
+
+
+def _gang_scenario() -> dict[str, Any]:
+    """``training`` holds 8 of its 14 GPUs; ``research`` borrows 60 beyond its
+    4; 2 of the cohort's 70 are free. A gang of 8 more would take ``training``
+    past its nominal quota: it could only reclaim ``research``'s GPUs without
+    borrowing, so no walk frees it room, at each of the many cycles in which
+    ``research``'s short jobs start and end."""
+    jobs: list[dict[str, Any]] = [
+        {
+            "name": "running",
+            "clusterQueue": "training",
+            "creationTime": 0,
+            "runtime": 9_000,
+            "podSets": [{"count": 1, "requests": {GPU: 8}}],
+        },
+        {
+            "name": "borrowed",
+            "clusterQueue": "research",
+            "creationTime": 1,
+            "runtime": 9_000,
+            "podSets": [{"count": 1, "requests": {GPU: 60}}],
+        },
+        {
+            "name": "gang",
+            "clusterQueue": "training",
+            "creationTime": 2,
+            "runtime": 100,
+            "podSets": [{"count": 1, "requests": {GPU: 8}}],
+        },
+    ]
+    for i in range(20):
+        jobs.append(
+            {
+                "name": f"short-{i}",
+                "clusterQueue": "research",
+                "creationTime": 10 + 50 * i,
+                "runtime": 30,
+                "podSets": [{"count": 1, "requests": {GPU: 1}}],
+            }
+        )
+    return {
+        "resourceFlavors": [{"name": "h100"}],
+        "cohorts": [{"name": "division"}],
+        "clusterQueues": [
+            _queue("training", 14, "StrictFIFO"),
+            _queue("research", 4),
+            _queue("idle", 52),
+        ],
+        "workloads": jobs,
+    }
+
+
+def _replay_gang(hopeless: bool) -> tuple[dict[str, Any], int]:
+    scenario = parse(_gang_scenario())
+    simulator = Simulator(scenario.policy, [(w, "class") for w in scenario.workloads])
+    simulator.scheduler.stop_when_hopeless = hopeless
+    return to_json(simulator.run()), simulator.scheduler.hopeless
+
+
+def test_a_gang_that_would_borrow_is_not_walked_for_victims_it_may_not_take() -> None:
+    skipped, ended = _replay_gang(hopeless=True)
+    walked, none = _replay_gang(hopeless=False)
+    assert skipped == walked
+    assert none == 0
+    assert ended >= 20  # asked again at every start and end of a short job
+
+
+def _victims(
+    queues: list[dict[str, Any]],
+    workloads: list[dict[str, Any]],
+    cohorts: list[dict[str, Any]],
+    *,
+    hopeless: bool,
+) -> tuple[dict[str, str], int]:
+    scheduler = scheduler_of(queues, workloads, cohorts)
+    scheduler.stop_when_hopeless = hopeless
+    result = scheduler.cycle()
+    return {p.victim.removeprefix("default/"): str(p.reason) for p in result.preempted}, (
+        scheduler.hopeless
+    )
+
+
+def test_victims_in_its_own_queue_can_stop_a_preemptor_borrowing() -> None:
+    """p would borrow (2 held + 4 > 4), and the cohort is full. Without its
+    own queue's w it would not, and reclaiming one of q1's jobs then frees the
+    room: the walk that may not leave it borrowing takes both, so the
+    shortcut must count w's GPUs before it says no walk can succeed."""
+    queues = [
+        cq("q0", "c", {GPU: 4}, **RECLAIM_ANY),
+        cq("q1", "c", {GPU: 4}),
+        cq("q2", "c", {GPU: 4}),
+    ]
+    workloads = [
+        running("w", "q0", {GPU: 2}, priority=0),
+        running("q1-a", "q1", {GPU: 5}, admitted=1),
+        running("q1-b", "q1", {GPU: 5}, admitted=2),
+        waiting("p", "q0", {GPU: 4}),
+    ]
+    cohorts = [{"name": "c"}]
+    shortcut, _ = _victims(queues, workloads, cohorts, hopeless=True)
+    walked, _ = _victims(queues, workloads, cohorts, hopeless=False)
+    assert walked == {"w": "InClusterQueue", "q1-b": "InCohortReclamation"}
+    assert shortcut == walked
+
+
+def test_a_request_within_its_cohort_reclaims_hierarchically_while_borrowing() -> None:
+    """p would borrow 2 from its cohort ``inner``, which has them; ``root`` is
+    full with q1 borrowing ``inner``'s lent quota. The request fits ``inner``,
+    so q1's job is a hierarchical candidate, taken even though p borrows: the
+    shortcut may not count it as one that only reclaims without borrowing."""
+    queues = [
+        cq("q0", "inner", {GPU: 4}, **RECLAIM_ANY),
+        cq("qi", "inner", {GPU: 4}),
+        cq("q1", "root", {GPU: 0}),
+    ]
+    workloads = [
+        running("own", "q0", {GPU: 4}, priority=10),
+        running("far", "q1", {GPU: 4}),
+        waiting("p", "q0", {GPU: 2}),
+    ]
+    cohorts = [{"name": "root"}, {"name": "inner", "parentName": "root"}]
+    shortcut, _ = _victims(queues, workloads, cohorts, hopeless=True)
+    walked, _ = _victims(queues, workloads, cohorts, hopeless=False)
+    assert walked == {"far": "InCohortReclamation"}
+    assert shortcut == walked
