@@ -111,7 +111,13 @@ class PendingQueue:
     parking or unparking a shape is one flag, not a move of every workload in it:
     Kueue's perf scenarios park and unpark hundreds of equal workloads per cycle.
     ``_heads`` holds, for every bucket that is not parked, an entry no later than
-    its head; stale entries are skipped when they surface."""
+    its head; stale entries are skipped when they surface.
+
+    A head popped from the heaps stays in its bucket until it is known to
+    leave (``_out``): almost every head is requeued where it was, the
+    StrictFIFO gang that waits most of all, cycle after cycle. Every other
+    operation first takes it out for good (``_settle``), as popping it
+    eagerly would have."""
 
     def __init__(
         self,
@@ -137,11 +143,15 @@ class PendingQueue:
         self._parked_shapes: set[int] = set()
         self._alone: dict[str, Workload] = {}  # parked on their own, in no bucket
         self.sticky: str | None = None
+        # The head popped last, still in its bucket, its heads entry gone.
+        self._out: str | None = None
 
     def __len__(self) -> int:
+        self._settle()
         return len(self._workloads)
 
     def __contains__(self, key: str) -> bool:
+        self._settle()
         return key in self._workloads
 
     # ------------------------------------------------------------ buckets
@@ -190,6 +200,20 @@ class PendingQueue:
             heapq.heappop(bucket)
         return None
 
+    def _settle(self) -> None:
+        """The head popped last leaves its bucket, and the next one there
+        gets its heads entry (a head popped for good)."""
+        key = self._out
+        if key is None:
+            return
+        self._out = None
+        shape = self._shape.get(key)
+        self._take(key)
+        if shape is not None and shape not in self._parked_shapes:
+            following = self._head(shape)
+            if following is not None:
+                heapq.heappush(self._heads, (following[0], shape))
+
     def _is_queued(self, key: str) -> bool:
         shape = self._shape.get(key)
         return shape is not None and shape not in self._parked_shapes
@@ -198,11 +222,13 @@ class PendingQueue:
 
     def push(self, workload: Workload) -> None:
         """A new or returning pending workload (parked at once if its shape is)."""
+        self._settle()
         self._take(workload.key)  # its shape may have changed (priority)
         self._enqueue(workload)
         self.board.changed(self.name)
 
     def remove(self, key: str) -> None:
+        self._settle()
         self._take(key)
         self.board.changed(self.name)
         self._known_shapes.pop(key, None)
@@ -211,6 +237,7 @@ class PendingQueue:
 
     def pop(self) -> Workload | None:
         """The head, taken out for this cycle (requeue it afterwards)."""
+        self._settle()
         if self.sticky is not None and self._is_queued(self.sticky):
             return self._take(self.sticky)
         if self.ranking is not None:
@@ -231,11 +258,8 @@ class PendingQueue:
             if head[0] != order:
                 heapq.heappush(self._heads, (head[0], shape))
                 continue
-            workload = self._take(head[1])
-            following = self._head(shape)
-            if following is not None:
-                heapq.heappush(self._heads, (following[0], shape))
-            return workload
+            self._out = head[1]
+            return self._workloads[head[1]]
         return None
 
     def _pop_ranked(self, ranking: Callable[[Workload], float]) -> Workload | None:
@@ -248,6 +272,15 @@ class PendingQueue:
 
     def requeue(self, workload: Workload, reason: str) -> None:
         """Return an evaluated head: to the heap, or parked as inadmissible."""
+        if (
+            self._out == workload.key
+            and (self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE)
+            and self._shape_of(workload) == self._shape.get(workload.key)
+        ):
+            # Back where it was in its bucket: only its heads entry was gone.
+            self._out = None
+        else:
+            self._settle()
         if reason == "PendingPreemption" and self.strategy is QueueingStrategy.BEST_EFFORT_FIFO:
             # First until admitted or removed, whatever happens to it meanwhile (a
             # later "no longer fits" skip included); another preemptor replaces it.
@@ -269,6 +302,7 @@ class PendingQueue:
 
     def unpark(self) -> int:
         """Something may have freed capacity: every parked workload queues again."""
+        self._settle()
         moved = len(self._alone)
         self.board.parking.discard(self.name)
         self.board.changed(self.name)
@@ -286,11 +320,13 @@ class PendingQueue:
 
     @property
     def has_parked(self) -> bool:
+        self._settle()
         return bool(self._alone) or any(self._members.get(s) for s in self._parked_shapes)
 
     @property
     def parked(self) -> dict[str, Workload]:
         """Every parked workload, by key."""
+        self._settle()
         parked = dict(self._alone)
         for shape in self._parked_shapes:
             for key in self._members.get(shape, ()):
@@ -299,6 +335,7 @@ class PendingQueue:
 
     def queued(self) -> Iterator[Workload]:
         """Queued (not parked) workloads in the order they would become head."""
+        self._settle()
         ordered = sorted(
             (w for key, w in self._workloads.items() if self._is_queued(key)), key=order_key
         )

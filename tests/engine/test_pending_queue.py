@@ -2,7 +2,9 @@
 shape is cheap; it must behave exactly like the plain model Kueue describes:
 a heap by (priority, time), a sticky preemptor first, a NoFit head parked with
 every queued workload of its shape, newcomers of a parked shape parked at once,
-everything back on unpark. Checked against that plain model on random runs."""
+everything back on unpark. Checked against that plain model on random runs,
+with heads requeued, admitted, or requeued after another workload arrived
+(a popped head stays in its bucket until it is known to leave)."""
 
 from __future__ import annotations
 
@@ -97,6 +99,16 @@ operations = st.lists(
             st.integers(0, 5),  # creation time (ties broken by key)
         ),
         st.tuples(st.just("cycle"), st.sampled_from(REASONS)),
+        # The head admitted: removed after it was popped.
+        st.tuples(st.just("admit")),
+        # Another workload arrives (an evicted one, say) while the head is out.
+        st.tuples(
+            st.just("cycle-push"),
+            st.sampled_from(REASONS),
+            st.integers(0, 2),
+            st.sampled_from([0, 10]),
+            st.integers(0, 5),
+        ),
         st.tuples(st.just("remove"), st.integers(0, 40)),
         st.tuples(st.just("unpark")),
     ),
@@ -124,6 +136,22 @@ def test_the_bucketed_queue_behaves_like_the_plain_one(
         elif step[0] == "cycle":
             head, expected = real.pop(), plain.pop()
             assert (head and head.key) == (expected and expected.key)
+            if head is not None:
+                real.requeue(head, step[1])
+                plain.requeue(head, step[1])
+        elif step[0] == "admit":
+            head, expected = real.pop(), plain.pop()
+            assert (head and head.key) == (expected and expected.key)
+            if head is not None:
+                real.remove(head.key)
+                plain.remove(head.key)
+        elif step[0] == "cycle-push":
+            head, expected = real.pop(), plain.pop()
+            assert (head and head.key) == (expected and expected.key)
+            workload = _workload(made, step[2], step[3], float(step[4]))
+            made += 1
+            real.push(workload)
+            plain.push(workload)
             if head is not None:
                 real.requeue(head, step[1])
                 plain.requeue(head, step[1])
