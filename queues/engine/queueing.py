@@ -132,7 +132,8 @@ class PendingQueue:
         # Admission fair sharing: a first sort key that changes over time (a
         # LocalQueue's usage), so heads are picked by a scan, not the heaps.
         self.ranking = ranking
-        self._workloads: dict[str, Workload] = {}  # queued or parked, not popped
+        # Queued or parked, and the head popped last until it is settled (_out).
+        self._workloads: dict[str, Workload] = {}
         self._shape: dict[str, int] = {}  # bucket of each workload in a bucket
         self._order: dict[str, tuple[float, float, str]] = {}  # its live bucket entry
         self._buckets: dict[int, list[tuple[tuple[float, float, str], str]]] = {}
@@ -236,7 +237,8 @@ class PendingQueue:
             self.sticky = None
 
     def pop(self) -> Workload | None:
-        """The head, taken out for this cycle (requeue it afterwards)."""
+        """The head, out for this cycle (requeue or remove it afterwards): for
+        every other operation it is no longer here."""
         self._settle()
         if self.sticky is not None and self._is_queued(self.sticky):
             return self._take(self.sticky)
@@ -276,6 +278,7 @@ class PendingQueue:
             self._out == workload.key
             and (self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE)
             and self._shape_of(workload) == self._shape.get(workload.key)
+            and self._order.get(workload.key) == order_key(workload)
         ):
             # Back where it was in its bucket: only its heads entry was gone.
             self._out = None

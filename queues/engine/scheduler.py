@@ -76,7 +76,8 @@ class Scheduler(SchedulerState):
         # False: victim searches walk their candidates even when no walk could
         # free enough (Preemptor._could_fit; what that shortcut is checked against).
         self.stop_when_hopeless = True
-        # Victim searches that shortcut ended without a walk.
+        # Victim searches that shortcut ended without a walk (every search the
+        # scheduler ran: explanations and check_reuse's included).
         self.hopeless = 0
         # What nominating cost: fresh nominations per ClusterQueue, and answers reused.
         self.nominated: dict[str, int] = {}
@@ -393,9 +394,9 @@ class Scheduler(SchedulerState):
             requests = {
                 fr: amount for fr, amount in assignment.usage.items() if amount and fr[1] != "pods"
             }
-            targets = self.preemptor_for(set()).targets(
-                smaller, queue, assignment.contested, requests
-            )
+            preemptor = self.preemptor_for(set())
+            targets = preemptor.targets(smaller, queue, assignment.contested, requests)
+            self.hopeless += preemptor.hopeless
             if targets:
                 return assignment, targets
         return None

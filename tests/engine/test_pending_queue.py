@@ -99,6 +99,9 @@ operations = st.lists(
             st.integers(0, 5),  # creation time (ties broken by key)
         ),
         st.tuples(st.just("cycle"), st.sampled_from(REASONS)),
+        # Its time in the queue changed while it was out (a requeue with a new
+        # queued_at), then requeued.
+        st.tuples(st.just("cycle-retime"), st.sampled_from(REASONS), st.integers(0, 6)),
         # The head admitted: removed after it was popped.
         st.tuples(st.just("admit")),
         # Another workload arrives (an evicted one, say) while the head is out.
@@ -137,6 +140,13 @@ def test_the_bucketed_queue_behaves_like_the_plain_one(
             head, expected = real.pop(), plain.pop()
             assert (head and head.key) == (expected and expected.key)
             if head is not None:
+                real.requeue(head, step[1])
+                plain.requeue(head, step[1])
+        elif step[0] == "cycle-retime":
+            head, expected = real.pop(), plain.pop()
+            assert (head and head.key) == (expected and expected.key)
+            if head is not None:
+                head.queued_at = float(step[2])
                 real.requeue(head, step[1])
                 plain.requeue(head, step[1])
         elif step[0] == "admit":
@@ -199,3 +209,26 @@ def test_a_cycle_in_some_groups_visits_only_their_ready_queues() -> None:
     queues["a1"].pop()
     queues["a1"].pop()  # nothing left there: off the board
     assert board.ready_among({"A"}) == ["a2"] and board.ready_among(set()) == []
+
+
+def test_a_head_requeued_with_a_new_time_takes_its_new_place() -> None:
+    """A popped head stays in its bucket while it is out; requeued with a
+    different queue time, it must move, and the next of its bucket must be
+    among the queue's heads again (found by a review: the fast path once
+    checked only the shape)."""
+    queue = PendingQueue("cq", QueueingStrategy.BEST_EFFORT_FIFO)
+    a, f, g = _workload(0, 0, 0, 0.0), _workload(1, 0, 0, 2.0), _workload(2, 1, 0, 3.0)
+    for workload in (a, f, g):
+        queue.push(workload)
+    head = queue.pop()
+    assert head is a
+    queue.requeue(a, "NoFit")  # its shape, f's too, parked
+    head = queue.pop()
+    assert head is g
+    queue.requeue(g, "FailedAfterNomination")
+    queue.unpark()
+    head = queue.pop()
+    assert head is a
+    a.queued_at = 5.0
+    queue.requeue(a, "FailedAfterNomination")
+    assert queue.pop() is f
