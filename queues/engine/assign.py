@@ -11,7 +11,6 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -109,14 +108,30 @@ class Assignment:
     counts: dict[str, int] | None = None
 
     # Worked out once: the pod sets are final when the assignment is made, and a
-    # reused nomination is ordered and checked in every cycle.
-    @functools.cached_property
-    def mode(self) -> Mode:
-        return min((p.mode for p in self.pod_sets), default=Mode.FIT)
+    # reused nomination is ordered and checked in every cycle. Kept in fields,
+    # not functools.cached_property: compiled (mypyc), that works it out anew
+    # at every read.
+    _mode: Mode | None = field(default=None, init=False, repr=False, compare=False)
+    _borrowing: int | None = field(default=None, init=False, repr=False, compare=False)
 
-    @functools.cached_property
+    def __post_init__(self) -> None:
+        # Compiled, a field the constructor does not take is left unset.
+        self._mode = None
+        self._borrowing = None
+
+    @property
+    def mode(self) -> Mode:
+        mode = self._mode
+        if mode is None:
+            mode = self._mode = min((p.mode for p in self.pod_sets), default=Mode.FIT)
+        return mode
+
+    @property
     def borrowing(self) -> int:
-        return max((p.borrow for p in self.pod_sets), default=0)
+        borrowing = self._borrowing
+        if borrowing is None:
+            borrowing = self._borrowing = max((p.borrow for p in self.pod_sets), default=0)
+        return borrowing
 
     @property
     def fits(self) -> bool:
