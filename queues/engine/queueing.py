@@ -172,11 +172,19 @@ class PendingQueue:
         shape = self._shape_of(workload)
         self._workloads[key] = workload
         self._shape[key] = shape
-        self._members.setdefault(shape, set()).add(key)
+        members = self._members.get(shape)
+        if members is None:
+            self._members[shape] = {key}
+        else:
+            members.add(key)
         order = order_key(workload)
         if self._order.get(key) != order:
             self._order[key] = order
-            heapq.heappush(self._buckets.setdefault(shape, []), (order, key))
+            bucket = self._buckets.get(shape)
+            if bucket is None:
+                self._buckets[shape] = [(order, key)]
+            else:
+                heapq.heappush(bucket, (order, key))
         if shape not in self._parked_shapes:
             heapq.heappush(self._heads, (order, shape))
             self.board.mark_ready(self.name)
@@ -192,11 +200,15 @@ class PendingQueue:
         return workload
 
     def _head(self, shape: int) -> tuple[tuple[float, float, str], str] | None:
-        bucket = self._buckets.get(shape, [])
-        members = self._members.get(shape, set())
+        # No default containers: a head is looked up at every pop, and compiled
+        # code would build them at every call.
+        bucket = self._buckets.get(shape)
+        if not bucket:
+            return None
+        members = self._members.get(shape)
         while bucket:
             order, key = bucket[0]
-            if key in members and self._order.get(key) == order:
+            if members is not None and key in members and self._order.get(key) == order:
                 return order, key
             heapq.heappop(bucket)
         return None
@@ -274,21 +286,26 @@ class PendingQueue:
 
     def requeue(self, workload: Workload, reason: str) -> None:
         """Return an evaluated head: to the heap, or parked as inadmissible."""
-        if (
-            self._out == workload.key
-            and (self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE)
-            and self._shape_of(workload) == self._shape.get(workload.key)
-            and self._order.get(workload.key) == order_key(workload)
+        back = False
+        if self._out == workload.key and (
+            self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE
         ):
-            # Back where it was in its bucket: only its heads entry was gone.
-            self._out = None
-        else:
+            shape = self._shape_of(workload)
+            order = order_key(workload)
+            back = shape == self._shape.get(workload.key) and self._order.get(workload.key) == order
+        if not back:
             self._settle()
         if reason == "PendingPreemption" and self.strategy is QueueingStrategy.BEST_EFFORT_FIFO:
             # First until admitted or removed, whatever happens to it meanwhile (a
             # later "no longer fits" skip included); another preemptor replaces it.
             self.sticky = workload.key
             self.board.changed(self.name)
+        if back:
+            # Back where it was in its bucket, its queue still ready (pop found
+            # it): only its heads entry was gone.
+            self._out = None
+            heapq.heappush(self._heads, (order, shape))
+            return
         if self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE:
             self._enqueue(workload)
             return

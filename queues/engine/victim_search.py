@@ -166,7 +166,10 @@ class VictimSearch:
         never candidates."""
         if self.policy.cluster_queues[queue].stop_policy is not StopPolicy.NONE:
             return
-        for key, workload in self.reserved.get(queue, {}).items():
+        held = self.reserved.get(queue)
+        if held is None:
+            return
+        for key, workload in held.items():
             if key != preemptor.key and key not in self.exclude:
                 yield workload
 
