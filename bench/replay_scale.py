@@ -40,8 +40,9 @@ The trace, from ``../shared/TRACES.md``:
 - the published queue waits (medians 0-189 s, means 3.6-62.7 min) are printed
   beside the replay's for comparison; ``--load`` moves them.
 Checkpoints as the demo-day scenario: training-large 900 s, eval-batch 300 s,
-urgent-release 600 s. Every workload has its own pod set, as a what-if replay
-of recorded workloads builds them.
+urgent-release 600 s. Every workload is generated with its own pod set, as a
+what-if replay of recorded workloads builds them; the engine shares the pod
+sets of workloads that ask alike (``model.shared_pod_sets``), for both.
 
 Prints the trace's size and shape, generation time, the replay's wall time and
 admissions per second, the heads nominated afresh per queue class against the

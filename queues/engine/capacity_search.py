@@ -165,7 +165,8 @@ class _Watcher:
             deadlines = watch.deadlines
             while deadlines and deadlines[0][0] < now:
                 deadline, key = deadlines.popleft()
-                admitted = self.records[key].first_admitted
+                record = self.records.get(key)  # None: not even arrived yet
+                admitted = None if record is None else record.first_admitted
                 if admitted is None or admitted > deadline:
                     watch.late += 1
             failed = failed and watch.late >= watch.fails_at
@@ -305,7 +306,7 @@ class Search:
             result = simulator.run()
             records, end, stopped = result.records, result.end, None
         except _Failed as failed:
-            records, end, stopped = simulator.records, failed.at, failed.at
+            records, end, stopped = simulator.all_records(), failed.at, failed.at
         figures = self._waits(records, end)
         if stopped is not None:  # every target failed: what it shows are lower bounds
             for group in figures.values():

@@ -8,6 +8,7 @@ Kueue's API (v1beta2) so that a reader of Kueue's documentation recognises them.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -186,6 +187,40 @@ class PodSet:
 # podSet -> resource -> flavor
 Assignment = dict[str, dict[str, str]]
 
+# Pod sets seen, by what they ask: workloads that ask alike share one tuple.
+_POD_SETS: dict[tuple[object, ...], tuple[PodSet, ...]] = {}
+# Past this many shapes the table starts again (a what-if of recorded jobs
+# has a few dozen; only generated load could have more).
+_POD_SETS_KEPT = 4096
+
+
+def shared_pod_sets(pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
+    """An equal tuple of pod sets, the same object for every workload asking
+    the same. Pod sets are frozen and nothing changes their requests, so
+    sharing them changes no answer (``Workload.copied`` shares them too)."""
+    shape = tuple(
+        (
+            p.name,
+            p.count,
+            tuple(p.requests.items()),
+            tuple(p.node_selector.items()),
+            p.tolerations,
+            p.min_count,
+            p.topology_request,
+        )
+        for p in pod_sets
+    )
+    try:
+        known = _POD_SETS.get(shape)
+    except TypeError:  # something unhashable given where a tuple belongs: kept as given
+        return pod_sets
+    if known is not None:
+        return known
+    if len(_POD_SETS) >= _POD_SETS_KEPT:
+        _POD_SETS.clear()
+    _POD_SETS[shape] = pod_sets = tuple(pod_sets)
+    return pod_sets
+
 
 @dataclass(slots=True)
 class Workload:
@@ -237,6 +272,11 @@ class Workload:
     key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # A replay holds a million of these at once, most alike: their queue,
+        # namespace and pod sets are shared, not held once each.
+        self.cluster_queue = sys.intern(self.cluster_queue)
+        self.namespace = sys.intern(self.namespace)
+        self.pod_sets = shared_pod_sets(self.pod_sets)
         self.key = f"{self.namespace}/{self.name}"
 
     def copied(self) -> Workload:

@@ -93,6 +93,12 @@ class Scheduler(SchedulerState):
         self.process_watch: Callable[[Entry, Callable[[], None]], None] | None = None
         super().__init__(policy, workloads, now)
 
+    def finish(self, key: str) -> Workload:
+        # Its last nomination goes with it: kept, it would hold the workload
+        # (and its assignment) until the table is next cleared.
+        self._nominations.pop(key, None)
+        return super().finish(key)
+
     def preemptor_for(self, exclude: set[str]) -> Preemptor:
         preemptor = Preemptor(
             self.policy, self.tree, self.reserved, self.usage_of, exclude, self.now

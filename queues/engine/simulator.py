@@ -145,6 +145,8 @@ class Simulator:
         self.admission_log: list[tuple[str, float, float]] = []
         # Per independent group: when its parked workloads queue again.
         self._unpark_due: dict[str, float] = {}
+        # Each workload's record from its arrival on (``all_records`` adds
+        # the ones yet to arrive).
         self.records: dict[str, WorkloadRecord] = {}
         self._workloads: dict[str, Workload] = {}
         self._classes: dict[str, str] = {}
@@ -152,6 +154,15 @@ class Simulator:
             self._workloads[workload.key] = workload
             self._classes[workload.key] = workload_class
         self.total = len(self._workloads)
+        # Every workload's key in the order given, records are listed so;
+        # empty when that is the order they arrive in (begin), as a stream
+        # sorted by creation time is.
+        self._keys = list(self._workloads)
+        # Workloads yet to arrive, by arrival time (``begin`` fills it), and the
+        # next one's place: arrivals are not events on the heap, and each is let
+        # go once it arrives (a month of them would be most of a replay's memory).
+        self._arrivals: list[tuple[float, Workload, str] | None] = []
+        self._arrived = 0
         # Workloads created before the clock starts arrive when it does.
         self._floor = start if start is not None else 0.0
         frame = frame_of(self._workloads.values(), start=start, horizon=horizon, samples=samples)
@@ -190,18 +201,24 @@ class Simulator:
         return self.result()
 
     def begin(self) -> None:
-        """Every workload's arrival on the clock; ``advance`` then replays."""
-        for key, workload in self._workloads.items():
-            self.records[key] = WorkloadRecord(
-                key,
-                workload.cluster_queue,
-                self._classes[key],
-                workload.priority,
-                workload.creation_time,
-                gpu_count(workload),
-                measured=key not in self.context,
-            )
-            self._push(max(workload.creation_time, self._floor), ARRIVE, workload)
+        """Every workload's arrival on the clock; ``advance`` then replays.
+        Arrivals at one time come in the order given, before any other event
+        then (as events pushed first on the heap would)."""
+        self._arrivals = [
+            (max(workload.creation_time, self._floor), workload, self._classes[key])
+            for key, workload in self._workloads.items()
+        ]
+        if any(
+            later[0] < earlier[0]
+            for earlier, later in itertools.pairwise(self._arrivals)
+            if earlier is not None and later is not None
+        ):
+            self._arrivals.sort(key=lambda arrival: math.inf if arrival is None else arrival[0])
+        else:
+            self._keys = []
+        self._arrived = 0
+        self._workloads = {}
+        self._classes = {}
         self.now = self.start
         ledger = self.scheduler.ledger
         if ledger is not None:  # admission fair sharing samples LocalQueue usage
@@ -213,43 +230,56 @@ class Simulator:
         """When the next event happens (infinity when the replay is over)."""
         if self.done:
             return math.inf
-        return self._events[0][0]
+        return self._next_event_time()
+
+    def _next_event_time(self) -> float:
+        """When the next arrival or event happens (infinity: none is left)."""
+        at = self._events[0][0] if self._events else math.inf
+        if self._arrived < len(self._arrivals):
+            arrival = self._arrivals[self._arrived]
+            assert arrival is not None
+            at = min(at, arrival[0])
+        return at
 
     @property
     def done(self) -> bool:
-        return (
-            not self._events
-            or (self.horizon is not None and self._events[0][0] >= self.horizon)
-            or (
-                self.until_admitted is not None
-                and self.records[self.until_admitted].first_admitted is not None
-            )
-        )
+        if self.until_admitted is not None:
+            record = self.records.get(self.until_admitted)
+            if record is not None and record.first_admitted is not None:
+                return True
+        at = self._next_event_time()
+        return at == math.inf or (self.horizon is not None and at >= self.horizon)
 
     def advance(self, until: float = math.inf) -> bool:
         """Replay every event time before ``until`` (the whole replay by
         default); True once the replay is over. Between two calls nothing
         changes: usage stays as the last event time left it."""
         with _fewer_collections():
-            while not self.done and self._events[0][0] < until:
+            while not self.done and self._next_event_time() < until:
                 self._step()
         return self.done
 
     def _step(self) -> None:
         """One event time: its events, then cycles until stable."""
-        now = self.now = self._events[0][0]
+        now = self.now = self._next_event_time()
         self._report_time(now)
         self.meter.sample(now)
         self.scheduler.now = now  # evictions and backoffs happen at event time
         touched: set[str] = set()
+        arrivals = self._arrivals
+        while self._arrived < len(arrivals):
+            arrival = arrivals[self._arrived]
+            assert arrival is not None
+            if arrival[0] != now:
+                break
+            arrivals[self._arrived] = None  # the scheduler holds it from now on
+            self._arrived += 1
+            _, workload, workload_class = arrival
+            self.records[workload.key] = self._record(workload, workload_class)
+            self._event(now, ARRIVE, workload, touched)
         while self._events and self._events[0][0] == now:
             _, _, kind, payload = heapq.heappop(self._events)
-            touched |= self._group_of_event(kind, payload)
-            if self.before_event is not None:
-                self.before_event(now, kind, payload)
-            self._handle(now, kind, payload)
-            if self.after_event is not None:
-                self.after_event(now, kind, payload)
+            self._event(now, kind, payload, touched)
         for group in touched:
             self._last_event[group] = now
         self._schedule(now, touched)
@@ -262,6 +292,40 @@ class Simulator:
                 self._push(self._unpark_due[group], UNPARK, group)
             else:  # nothing parked, nothing to wait for
                 self.scheduler.apply_unpark_requests({group})
+
+    def _event(self, now: float, kind: str, payload: Any, touched: set[str]) -> None:
+        touched |= self._group_of_event(kind, payload)
+        if self.before_event is not None:
+            self.before_event(now, kind, payload)
+        self._handle(now, kind, payload)
+        if self.after_event is not None:
+            self.after_event(now, kind, payload)
+
+    def _record(self, workload: Workload, workload_class: str) -> WorkloadRecord:
+        return WorkloadRecord(
+            workload.key,
+            workload.cluster_queue,
+            workload_class,
+            workload.priority,
+            workload.creation_time,
+            gpu_count(workload),
+            measured=workload.key not in self.context,
+        )
+
+    def all_records(self) -> dict[str, WorkloadRecord]:
+        """Every workload's record, in the order the workloads were given:
+        those yet to arrive (past the horizon, or a replay stopped early) as
+        they were given, never admitted."""
+        records = self.records
+        if self._arrived < len(self._arrivals):
+            records = dict(records)
+            for arrival in self._arrivals[self._arrived :]:
+                assert arrival is not None
+                _, workload, workload_class = arrival
+                records[workload.key] = self._record(workload, workload_class)
+        if not self._keys:
+            return records  # arrived in the order given (a copy if any had yet to arrive)
+        return {key: records[key] for key in self._keys}
 
     def _group_of_event(self, kind: str, payload: Any) -> set[str]:
         """The independent groups an event happens in: a group's cycles run
@@ -307,7 +371,7 @@ class Simulator:
         rank = {group: i for i, group in enumerate(self._groups)}
         group_of = self.scheduler.group_of
         self.admission_log.sort(key=lambda entry: (entry[1], rank[group_of[entry[0]]]))
-        result = self._result(now, self.records, self.meter.totals)
+        result = self._result(now, self.all_records(), self.meter.totals)
         result.final_rates = self.meter.final_rates()
         return result
 
@@ -320,7 +384,12 @@ class Simulator:
         of ``at`` still (one group of a split replay, read beside the others)."""
         if self.done and clamp:
             at = self.horizon if self.horizon is not None else self.now
-        arrived = {k: r for k, r in self.records.items() if max(r.created, self._floor) < at}
+        records = self.records
+        arrived = {
+            k: records[k]
+            for k in self._keys or records
+            if k in records and max(records[k].created, self._floor) < at
+        }
         return self._result(at, arrived, self.meter.totals_at(at))
 
     def _result(
@@ -422,7 +491,8 @@ class Simulator:
         elif kind == SAMPLE:
             self.scheduler.sample_usage()
             ledger = self.scheduler.ledger
-            if ledger is not None and self._events:  # only while something else will happen
+            # Only while something else will happen.
+            if ledger is not None and (self._events or self._arrived < len(self._arrivals)):
                 self._push(now + ledger.config.sampling_interval, SAMPLE, None)
         elif kind == UNPARK:
             del self._unpark_due[payload]
@@ -485,8 +555,10 @@ class Simulator:
                 elif group in asking:
                     pass
                 else:
-                    outcome = evaluated.get(group, {})
-                    if all(seen[group].get(key) == pending for key, pending in outcome.items()):
+                    outcome = evaluated.get(group)
+                    if outcome is None or all(
+                        seen[group].get(key) == pending for key, pending in outcome.items()
+                    ):
                         self._retry_backoff.pop(group, None)
                         active.discard(group)
                         continue
@@ -511,7 +583,12 @@ class Simulator:
         changed |= {group_of[p.cluster_queue] for p in result.preempted}
         evaluated: dict[str, dict[str, Any]] = {}
         for key, pending in result.evaluated.items():
-            evaluated.setdefault(group_of[records[key].cluster_queue], {})[key] = pending
+            group = group_of[records[key].cluster_queue]
+            into = evaluated.get(group)  # no setdefault: its default is built every call
+            if into is None:
+                evaluated[group] = {key: pending}
+            else:
+                into[key] = pending
         return changed, evaluated
 
     def _apply(self, result: CycleResult, now: float) -> None:
