@@ -21,7 +21,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 from mypy_extensions import mypyc_attr
 
@@ -47,6 +47,17 @@ from queues.engine.victim_search import REASON_TEXT, Target
 # whether its answer depends on those readings only through which requests
 # fit at what borrowing level (no check asked for victims: see assign.refreshed).
 Witness = tuple[int, tuple[Read, ...], bool]
+
+
+def _classic_order(entry: Entry) -> tuple[int, int, float, str]:
+    """Kueue's classic order: not borrowing first, then priority, then time."""
+    workload = entry.workload
+    return (
+        entry.assignment.borrowing if entry.assignment else 0,
+        -workload.priority,
+        workload.queue_order_time,
+        workload.key,
+    )
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -407,19 +418,13 @@ class Scheduler(SchedulerState):
                 return assignment, targets
         return None
 
-    def _ordered(self, entries: list[Entry]) -> Iterator[Entry]:
+    def _ordered(self, entries: list[Entry]) -> Iterable[Entry]:
         if self.policy.fair_sharing:
-            yield from fair_order(self.tree, entries)
-            return
-        yield from sorted(
-            entries,
-            key=lambda e: (
-                e.assignment.borrowing if e.assignment else 0,
-                -e.workload.priority,
-                e.workload.queue_order_time,
-                e.workload.key,
-            ),
-        )
+            # A generator: each pick reads the shares as the entries before it left them.
+            return fair_order(self.tree, entries)
+        if len(entries) < 2:
+            return entries
+        return sorted(entries, key=_classic_order)
 
     def _process(
         self, entry: Entry, victims: dict[str, Target], admitted_now: set[str], result: CycleResult
