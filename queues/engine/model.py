@@ -198,11 +198,13 @@ def shared_pod_sets(pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
     """An equal tuple of pod sets, the same object for every workload asking
     the same. Pod sets are frozen and nothing changes their requests, so
     sharing them changes no answer (``Workload.copied`` shares them too)."""
+    pod_sets = tuple(pod_sets)  # read twice below: a generator would give nothing the second time
     shape = tuple(
         (
             p.name,
             p.count,
-            tuple(p.requests.items()),
+            # With each amount's type: 1 and 1.0 are equal keys, not the same request.
+            tuple((resource, type(amount), amount) for resource, amount in p.requests.items()),
             tuple(p.node_selector.items()),
             p.tolerations,
             p.min_count,
@@ -218,7 +220,7 @@ def shared_pod_sets(pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
         return known
     if len(_POD_SETS) >= _POD_SETS_KEPT:
         _POD_SETS.clear()
-    _POD_SETS[shape] = pod_sets = tuple(pod_sets)
+    _POD_SETS[shape] = pod_sets
     return pod_sets
 
 

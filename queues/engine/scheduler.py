@@ -312,7 +312,7 @@ class Scheduler(SchedulerState):
         self.nominated[queue.name] = self.nominated.get(queue.name, 0) + 1
         entry, witness = self._nominate(workload, queue)
         if len(self._nominations) > 4 * len(self.workloads) + 1024:
-            self._nominations.clear()  # of workloads long gone
+            self._nominations.clear()  # of workloads gone other than by finish()
         self._nominations[workload.key] = (version, entry, witness)
         return entry
 

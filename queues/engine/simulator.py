@@ -154,6 +154,8 @@ class Simulator:
             self._workloads[workload.key] = workload
             self._classes[workload.key] = workload_class
         self.total = len(self._workloads)
+        if until_admitted is not None and until_admitted not in self._workloads:
+            raise KeyError(f"until_admitted names no workload given: {until_admitted}")
         # Every workload's key in the order given, records are listed so;
         # empty when that is the order they arrive in (begin), as a stream
         # sorted by creation time is.
@@ -163,6 +165,7 @@ class Simulator:
         # go once it arrives (a month of them would be most of a replay's memory).
         self._arrivals: list[tuple[float, Workload, str] | None] = []
         self._arrived = 0
+        self._begun = False
         # Workloads created before the clock starts arrive when it does.
         self._floor = start if start is not None else 0.0
         frame = frame_of(self._workloads.values(), start=start, horizon=horizon, samples=samples)
@@ -204,6 +207,9 @@ class Simulator:
         """Every workload's arrival on the clock; ``advance`` then replays.
         Arrivals at one time come in the order given, before any other event
         then (as events pushed first on the heap would)."""
+        if self._begun:
+            raise RuntimeError("a replay begins once: call run() or begin() and advance()")
+        self._begun = True
         self._arrivals = [
             (max(workload.creation_time, self._floor), workload, self._classes[key])
             for key, workload in self._workloads.items()
@@ -325,7 +331,7 @@ class Simulator:
                 records[workload.key] = self._record(workload, workload_class)
         if not self._keys:
             return records  # arrived in the order given (a copy if any had yet to arrive)
-        return {key: records[key] for key in self._keys}
+        return {key: records[key] for key in self._keys if key in records}  # none before begin
 
     def _group_of_event(self, kind: str, payload: Any) -> set[str]:
         """The independent groups an event happens in: a group's cycles run
@@ -385,6 +391,17 @@ class Simulator:
         if self.done and clamp:
             at = self.horizon if self.horizon is not None else self.now
         records = self.records
+        due = self._arrived
+        while due < len(self._arrivals):
+            # Not arrived in the replay (it stopped first: until_admitted) but by ``at``.
+            arrival = self._arrivals[due]
+            assert arrival is not None
+            if arrival[0] >= at:
+                break
+            if records is self.records:
+                records = dict(records)
+            records[arrival[1].key] = self._record(arrival[1], arrival[2])
+            due += 1
         arrived = {
             k: records[k]
             for k in self._keys or records

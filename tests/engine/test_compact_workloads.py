@@ -108,3 +108,38 @@ def test_records_follow_arrivals_and_the_result_lists_every_workload_as_given() 
     assert (late.created, late.first_admitted, late.measured) == (500, None, True)
     admitted = [result.records[f"default/{name}"].first_admitted for name in "bc"]
     assert admitted == [30, 41]
+
+
+def test_pod_sets_given_as_a_generator_are_shared_whole() -> None:
+    odd = gpus(3, per_pod=5)  # a shape no other test makes: this one is the first
+    generated = Workload("a", "research", (p for p in (odd,)), namespace="team-a")  # type: ignore[arg-type]
+    assert generated.pod_sets == (odd,)
+    assert workload("b", odd).pod_sets == (odd,)
+
+
+def test_an_amount_of_another_type_is_not_shared() -> None:
+    whole = workload("a", PodSet("main", 1, {"cpu": 1000}))
+    other = workload("b", PodSet("main", 1, {"cpu": 1000.0}))  # type: ignore[dict-item]
+    assert type(other.pod_sets[0].requests["cpu"]) is float
+    assert type(whole.pod_sets[0].requests["cpu"]) is int
+
+
+def test_a_replay_begins_once_and_stops_only_for_a_workload_it_was_given() -> None:
+    simulator = Simulator(policy(), [job("a", 0, 10)])
+    simulator.begin()
+    with pytest.raises(RuntimeError, match="begins once"):
+        simulator.run()
+    with pytest.raises(KeyError, match="nobody"):
+        Simulator(policy(), [job("a", 0, 10)], until_admitted="default/nobody")
+
+
+def test_a_snapshot_of_a_replay_stopped_early_lists_what_was_created_by_then() -> None:
+    # The replay stops once "a" is admitted; "b" and "c" are created before 80 all the same.
+    workloads = [job("a", 0, 10), job("b", 50, 10), job("c", 60, 10), job("d", 90, 10)]
+    simulator = Simulator(policy(), workloads, start=0.0, horizon=100.0, until_admitted="default/a")
+    simulator.run()
+    assert list(simulator.records) == ["default/a"]
+    snapshot = simulator.snapshot(80.0, clamp=False)
+    assert list(snapshot.records) == ["default/a", "default/b", "default/c"]
+    assert snapshot.records["default/b"].first_admitted is None
+    assert list(simulator.records) == ["default/a"]  # reading it changed nothing

@@ -238,8 +238,10 @@ def test_an_assignment_works_out_its_mode_and_borrowing_once() -> None:
 def test_a_scheduler_in_the_middle_of_a_replay_copies_and_pickles_whole() -> None:
     loaded = load(ROOT / "scenarios" / "demo-day.yaml")
     simulator = Simulator(loaded.policy, workload_stream(loaded))
+    simulator.begin()
     simulator.advance(until=6 * 3600.0)
     scheduler = simulator.scheduler
+    assert scheduler.workloads and any(len(queue) for queue in scheduler.queues.values())
     for twin in (copy.deepcopy(scheduler), pickle.loads(pickle.dumps(scheduler))):
         assert sorted(twin.workloads) == sorted(scheduler.workloads)
         assert twin.tree.queues.keys() == scheduler.tree.queues.keys()
