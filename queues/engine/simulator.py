@@ -322,15 +322,25 @@ class Simulator:
         """Every workload's record, in the order the workloads were given:
         those yet to arrive (past the horizon, or a replay stopped early) as
         they were given, never admitted."""
+        return self._records_due(None)
+
+    def _records_due(self, before: float | None) -> dict[str, WorkloadRecord]:
+        """The records of what has arrived and of what was due to arrive
+        before ``before`` (None: at any time) but was not replayed, in the
+        order given; ``records`` itself when there are none of the latter."""
         records = self.records
-        if self._arrived < len(self._arrivals):
-            records = dict(records)
-            for arrival in self._arrivals[self._arrived :]:
-                assert arrival is not None
-                _, workload, workload_class = arrival
-                records[workload.key] = self._record(workload, workload_class)
+        due = self._arrived
+        while due < len(self._arrivals):
+            arrival = self._arrivals[due]
+            assert arrival is not None
+            if before is not None and arrival[0] >= before:
+                break
+            if records is self.records:
+                records = dict(records)
+            records[arrival[1].key] = self._record(arrival[1], arrival[2])
+            due += 1
         if not self._keys:
-            return records  # arrived in the order given (a copy if any had yet to arrive)
+            return records  # arrived in the order given
         return {key: records[key] for key in self._keys if key in records}  # none before begin
 
     def _group_of_event(self, kind: str, payload: Any) -> set[str]:
@@ -390,22 +400,9 @@ class Simulator:
         of ``at`` still (one group of a split replay, read beside the others)."""
         if self.done and clamp:
             at = self.horizon if self.horizon is not None else self.now
-        records = self.records
-        due = self._arrived
-        while due < len(self._arrivals):
-            # Not arrived in the replay (it stopped first: until_admitted) but by ``at``.
-            arrival = self._arrivals[due]
-            assert arrival is not None
-            if arrival[0] >= at:
-                break
-            if records is self.records:
-                records = dict(records)
-            records[arrival[1].key] = self._record(arrival[1], arrival[2])
-            due += 1
+        # What a replay stopped first (until_admitted) had not let arrive by ``at`` counts too.
         arrived = {
-            k: records[k]
-            for k in self._keys or records
-            if k in records and max(records[k].created, self._floor) < at
+            k: r for k, r in self._records_due(at).items() if max(r.created, self._floor) < at
         }
         return self._result(at, arrived, self.meter.totals_at(at))
 
