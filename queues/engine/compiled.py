@@ -59,6 +59,7 @@ DEPENDS = tuple(
 # through: reading scenarios, charts, capacity searches, explanations.
 MODULES = (
     "admission_fairness",
+    "arrivals",
     "assign",
     "fair_order",
     "fair_preemption",

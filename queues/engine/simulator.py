@@ -36,6 +36,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
+from queues.engine.arrivals import Arrivals
 from queues.engine.model import CheckState, Policy, Workload
 from queues.engine.replay_records import (
     SimulationResult,
@@ -64,31 +65,18 @@ def _fewer_collections() -> Iterator[None]:
         gc.set_threshold(*saved)
 
 
-(
-    ARRIVE,
-    FINISH,
-    UNPARK,
-    CHECK,
-    RETRY,
-    RELEASE,
-    TIMEOUT,
-    PODS_READY,
-    PODS_TIMEOUT,
-    REQUEUE,
-    SAMPLE,
-) = (
-    "arrive",
-    "finish",
-    "unpark",
-    "check",
-    "retry",
-    "release",
-    "timeout",
-    "pods-ready",
-    "pods-timeout",
-    "requeue",
-    "sample",
-)
+# What happens on the clock; arrivals wait in ``Arrivals``, the rest on a heap.
+ARRIVE = "arrive"
+FINISH = "finish"
+UNPARK = "unpark"
+CHECK = "check"
+RETRY = "retry"
+RELEASE = "release"
+TIMEOUT = "timeout"
+PODS_READY = "pods-ready"
+PODS_TIMEOUT = "pods-timeout"
+REQUEUE = "requeue"
+SAMPLE = "sample"
 
 
 # The first back-off after a livelock when parked workloads requeue at once.
@@ -145,35 +133,20 @@ class Simulator:
         self.admission_log: list[tuple[str, float, float]] = []
         # Per independent group: when its parked workloads queue again.
         self._unpark_due: dict[str, float] = {}
-        # Each workload's record from its arrival on (``all_records`` adds
-        # the ones yet to arrive).
-        self.records: dict[str, WorkloadRecord] = {}
-        self._workloads: dict[str, Workload] = {}
-        self._classes: dict[str, str] = {}
-        for workload, workload_class in workloads:
-            self._workloads[workload.key] = workload
-            self._classes[workload.key] = workload_class
-        self.total = len(self._workloads)
-        if until_admitted is not None and until_admitted not in self._workloads:
+        self.context = set(context)
+        self.arrivals = Arrivals(workloads, self.context)
+        # The same dict as the arrivals': each workload's record once it has arrived.
+        self.records = self.arrivals.records
+        self.total = self.arrivals.total
+        if until_admitted is not None and not self.arrivals.was_given(until_admitted):
             raise KeyError(f"until_admitted names no workload given: {until_admitted}")
-        # Every workload's key in the order given, records are listed so;
-        # empty when that is the order they arrive in (begin), as a stream
-        # sorted by creation time is.
-        self._keys = list(self._workloads)
-        # Workloads yet to arrive, by arrival time (``begin`` fills it), and the
-        # next one's place: arrivals are not events on the heap, and each is let
-        # go once it arrives (a month of them would be most of a replay's memory).
-        self._arrivals: list[tuple[float, Workload, str] | None] = []
-        self._arrived = 0
-        self._begun = False
         # Workloads created before the clock starts arrive when it does.
         self._floor = start if start is not None else 0.0
-        frame = frame_of(self._workloads.values(), start=start, horizon=horizon, samples=samples)
+        frame = frame_of(self.arrivals.given(), start=start, horizon=horizon, samples=samples)
         self.start = frame.start
         self.now = self.start  # the last event time replayed
         self.until_admitted = until_admitted
         self.horizon = horizon
-        self.context = set(context)
         self.expected_end = frame.expected_end
         self._progress_done = 0
         self.meter = UsageMeter(
@@ -207,24 +180,7 @@ class Simulator:
         """Every workload's arrival on the clock; ``advance`` then replays.
         Arrivals at one time come in the order given, before any other event
         then (as events pushed first on the heap would)."""
-        if self._begun:
-            raise RuntimeError("a replay begins once: call run() or begin() and advance()")
-        self._begun = True
-        self._arrivals = [
-            (max(workload.creation_time, self._floor), workload, self._classes[key])
-            for key, workload in self._workloads.items()
-        ]
-        if any(
-            later[0] < earlier[0]
-            for earlier, later in itertools.pairwise(self._arrivals)
-            if earlier is not None and later is not None
-        ):
-            self._arrivals.sort(key=lambda arrival: math.inf if arrival is None else arrival[0])
-        else:
-            self._keys = []
-        self._arrived = 0
-        self._workloads = {}
-        self._classes = {}
+        self.arrivals.begin(self._floor)
         self.now = self.start
         ledger = self.scheduler.ledger
         if ledger is not None:  # admission fair sharing samples LocalQueue usage
@@ -241,11 +197,7 @@ class Simulator:
     def _next_event_time(self) -> float:
         """When the next arrival or event happens (infinity: none is left)."""
         at = self._events[0][0] if self._events else math.inf
-        if self._arrived < len(self._arrivals):
-            arrival = self._arrivals[self._arrived]
-            assert arrival is not None
-            at = min(at, arrival[0])
-        return at
+        return min(at, self.arrivals.next_time())
 
     @property
     def done(self) -> bool:
@@ -272,17 +224,10 @@ class Simulator:
         self.meter.sample(now)
         self.scheduler.now = now  # evictions and backoffs happen at event time
         touched: set[str] = set()
-        arrivals = self._arrivals
-        while self._arrived < len(arrivals):
-            arrival = arrivals[self._arrived]
-            assert arrival is not None
-            if arrival[0] != now:
-                break
-            arrivals[self._arrived] = None  # the scheduler holds it from now on
-            self._arrived += 1
-            _, workload, workload_class = arrival
-            self.records[workload.key] = self._record(workload, workload_class)
-            self._event(now, ARRIVE, workload, touched)
+        arrived = self.arrivals.arrive(now)
+        while arrived is not None:  # the scheduler holds it from now on
+            self._event(now, ARRIVE, arrived, touched)
+            arrived = self.arrivals.arrive(now)
         while self._events and self._events[0][0] == now:
             _, _, kind, payload = heapq.heappop(self._events)
             self._event(now, kind, payload, touched)
@@ -307,41 +252,10 @@ class Simulator:
         if self.after_event is not None:
             self.after_event(now, kind, payload)
 
-    def _record(self, workload: Workload, workload_class: str) -> WorkloadRecord:
-        return WorkloadRecord(
-            workload.key,
-            workload.cluster_queue,
-            workload_class,
-            workload.priority,
-            workload.creation_time,
-            gpu_count(workload),
-            measured=workload.key not in self.context,
-        )
-
     def all_records(self) -> dict[str, WorkloadRecord]:
-        """Every workload's record, in the order the workloads were given:
-        those yet to arrive (past the horizon, or a replay stopped early) as
-        they were given, never admitted."""
-        return self._records_due(None)
-
-    def _records_due(self, before: float | None) -> dict[str, WorkloadRecord]:
-        """The records of what has arrived and of what was due to arrive
-        before ``before`` (None: at any time) but was not replayed, in the
-        order given; ``records`` itself when there are none of the latter."""
-        records = self.records
-        due = self._arrived
-        while due < len(self._arrivals):
-            arrival = self._arrivals[due]
-            assert arrival is not None
-            if before is not None and arrival[0] >= before:
-                break
-            if records is self.records:
-                records = dict(records)
-            records[arrival[1].key] = self._record(arrival[1], arrival[2])
-            due += 1
-        if not self._keys:
-            return records  # arrived in the order given
-        return {key: records[key] for key in self._keys if key in records}  # none before begin
+        """Every workload's record, in the order the workloads were given
+        (``Arrivals.all_records``)."""
+        return self.arrivals.all_records()
 
     def _group_of_event(self, kind: str, payload: Any) -> set[str]:
         """The independent groups an event happens in: a group's cycles run
@@ -402,7 +316,9 @@ class Simulator:
             at = self.horizon if self.horizon is not None else self.now
         # What a replay stopped first (until_admitted) had not let arrive by ``at`` counts too.
         arrived = {
-            k: r for k, r in self._records_due(at).items() if max(r.created, self._floor) < at
+            k: r
+            for k, r in self.arrivals.records_due(at).items()
+            if max(r.created, self._floor) < at
         }
         return self._result(at, arrived, self.meter.totals_at(at))
 
@@ -506,7 +422,7 @@ class Simulator:
             self.scheduler.sample_usage()
             ledger = self.scheduler.ledger
             # Only while something else will happen.
-            if ledger is not None and (self._events or self._arrived < len(self._arrivals)):
+            if ledger is not None and (self._events or self.arrivals.pending):
                 self._push(now + ledger.config.sampling_interval, SAMPLE, None)
         elif kind == UNPARK:
             del self._unpark_due[payload]
