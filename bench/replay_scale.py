@@ -47,7 +47,8 @@ sets of workloads that ask alike (``model.shared_pod_sets``), for both.
 Prints the trace's size and shape, generation time, the replay's wall time and
 admissions per second, the heads nominated afresh per queue class against the
 answers reused and those reused with their figures read again (in one
-process: where most of the time goes), the victim searches that ended as
+process: where most of the time goes), the StrictFIFO heads left standing in
+their queues (told again, not popped), the victim searches that ended as
 hopeless without walking their candidates, resident memory
 after each phase and at its peak (``ru_maxrss``), and per queue class the
 workloads, admitted, p50 / p90 / mean wait and preemptions suffered.
@@ -228,7 +229,8 @@ def _censored(stats: dict[str, Any], key: str) -> str:
 def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     """Where a replay's time mostly goes: the heads nominated afresh, per
     queue class, against the answers reused (as they were, or with their
-    figures read again); and the victim searches that ended without walking
+    figures read again), the StrictFIFO heads left standing; and the victim
+    searches that ended without walking
     their candidates, no walk able to free enough."""
     class_of = {r.cluster_queue: r.workload_class for r in result.records.values()}
     fresh: dict[str, int] = {}
@@ -242,6 +244,7 @@ def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     return (
         f"nominations {total:,} ({per_class}); answers reused {scheduler.reused:,}, "
         f"reused with their figures read again {scheduler.refreshed:,}; "
+        f"StrictFIFO heads left standing (not popped) {scheduler.left_standing:,}; "
         f"victim searches ended as hopeless {scheduler.hopeless:,}"
     )
 

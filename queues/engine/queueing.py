@@ -146,6 +146,9 @@ class PendingQueue:
         self.sticky: str | None = None
         # The head popped last, still in its bucket, its heads entry gone.
         self._out: str | None = None
+        # A StrictFIFO head requeued where it was, while nothing else has
+        # happened here since: what pop() would give again (see ``resting``).
+        self._resting: Workload | None = None
 
     def __len__(self) -> int:
         self._settle()
@@ -233,14 +236,24 @@ class PendingQueue:
 
     # --------------------------------------------------------- operations
 
+    @property
+    def resting(self) -> Workload | None:
+        """The StrictFIFO head requeued where it was, if nothing has been
+        queued, removed, popped or unparked here since: the head pop() would
+        give, left in place. A cycle may tell it it stays pending without
+        popping and requeueing it (``Scheduler.cycle``)."""
+        return self._resting
+
     def push(self, workload: Workload) -> None:
         """A new or returning pending workload (parked at once if its shape is)."""
+        self._resting = None
         self._settle()
         self._take(workload.key)  # its shape may have changed (priority)
         self._enqueue(workload)
         self.board.changed(self.name)
 
     def remove(self, key: str) -> None:
+        self._resting = None
         self._settle()
         self._take(key)
         self.board.changed(self.name)
@@ -251,6 +264,7 @@ class PendingQueue:
     def pop(self) -> Workload | None:
         """The head, out for this cycle (requeue or remove it afterwards): for
         every other operation it is no longer here."""
+        self._resting = None
         self._settle()
         if self.sticky is not None and self._is_queued(self.sticky):
             return self._take(self.sticky)
@@ -286,6 +300,7 @@ class PendingQueue:
 
     def requeue(self, workload: Workload, reason: str) -> None:
         """Return an evaluated head: to the heap, or parked as inadmissible."""
+        self._resting = None
         back = False
         if self._out == workload.key and (
             self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE
@@ -305,6 +320,8 @@ class PendingQueue:
             # it): only its heads entry was gone.
             self._out = None
             heapq.heappush(self._heads, (order, shape))
+            if self.strategy is QueueingStrategy.STRICT_FIFO:
+                self._resting = workload
             return
         if self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE:
             self._enqueue(workload)
@@ -322,6 +339,7 @@ class PendingQueue:
 
     def unpark(self) -> int:
         """Something may have freed capacity: every parked workload queues again."""
+        self._resting = None
         self._settle()
         moved = len(self._alone)
         self.board.parking.discard(self.name)

@@ -95,6 +95,8 @@ class Scheduler(SchedulerState):
         self.reused = 0
         # Answers given again with only their figures read anew (assign.refreshed).
         self.refreshed = 0
+        # StrictFIFO heads told they stay pending where they were, not popped (_standing).
+        self.left_standing = 0
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
@@ -180,6 +182,9 @@ class Scheduler(SchedulerState):
         quiet = self._quiet_trees(groups)
         before: dict[str, tuple[int, int]] = {}
         heads: list[Entry] = []
+        # StrictFIFO heads left where they were that only stay pending (_standing).
+        standing: list[tuple[Entry, Pending]] = []
+        leave_standing = self.process_watch is None and self._skipping_allowed()
         for name in self.board.ready_among(groups):
             root = self._root_of[name]
             if root in quiet:
@@ -189,7 +194,20 @@ class Scheduler(SchedulerState):
                 continue
             if root not in before:
                 before[root] = self._signature(root)
-            workload = self.queues[name].pop()
+            pending_queue = self.queues[name]
+            resting = pending_queue.resting if leave_standing else None
+            if resting is not None:
+                entry = self._nomination(resting, queue)
+                told = self._standing(entry)
+                if told is not None:
+                    standing.append((entry, told))
+                    self.left_standing += 1
+                    continue
+                popped = pending_queue.pop()
+                assert popped is resting, (name, popped, resting)
+                heads.append(entry)
+                continue
+            workload = pending_queue.pop()
             if workload is not None:
                 heads.append(self._nomination(workload, queue))
         admitted_now: set[str] = set()
@@ -209,6 +227,10 @@ class Scheduler(SchedulerState):
             self.tree.remove(queue_name, usage)
         for target in victims.values():
             self._preempt(target, result)
+        for entry, told in standing:
+            self.status[entry.workload.key] = told
+            result.evaluated[entry.workload.key] = told
+            heads.append(entry)
         self._remember_quiet(before, heads, result)
         for evaluated in quiet.values():
             result.evaluated.update(evaluated)
@@ -455,6 +477,33 @@ class Scheduler(SchedulerState):
             return
         self._reserve_quota(entry, admitted_now, result)
 
+    def _standing(self, entry: Entry) -> Pending | None:
+        """What the head is told if processing it would only leave it pending,
+        reading and holding nothing in the cycle: failed checks, no fit, or
+        preemption needed with no victims where its queue holds no capacity
+        for it (it may reclaim from any). A StrictFIFO head that would go back
+        where it was then needs no popping, ordering or requeueing: whatever
+        else the cycle does, it is told the same. None otherwise."""
+        if entry.targets:
+            return None
+        if entry.pending is not None:
+            return entry.pending
+        assignment = entry.assignment
+        assert assignment is not None
+        if assignment.mode is Mode.NO_FIT:
+            return self._no_fit(entry, assignment)
+        if (
+            assignment.needs_preemption
+            and entry.queue.preemption.reclaim_within_cohort is ReclaimWithinCohort.ANY
+        ):
+            return Pending("WaitingForQuota", assignment.message())
+        return None
+
+    def _no_fit(self, entry: Entry, assignment: Assignment) -> Pending:
+        if entry.no_fit is None:  # worded once: a reused nomination keeps it
+            entry.no_fit = Pending(self._no_fit_reason(assignment), assignment.message())
+        return entry.no_fit
+
     def _refusal(self, entry: Entry, victims: dict[str, Target]) -> tuple[Pending, str] | None:
         """Why the entry stays pending this cycle, and the reason its queue
         requeues it with; None if it goes ahead. A head that needs preemption
@@ -465,9 +514,7 @@ class Scheduler(SchedulerState):
         workload, queue, assignment = entry.workload, entry.queue, entry.assignment
         assert assignment is not None
         if assignment.mode is Mode.NO_FIT:
-            if entry.no_fit is None:  # worded once: a reused nomination keeps it
-                entry.no_fit = Pending(self._no_fit_reason(assignment), assignment.message())
-            return entry.no_fit, "NoFit"
+            return self._no_fit(entry, assignment), "NoFit"
         if assignment.needs_preemption and not entry.targets:
             if queue.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
                 self._hold_capacity(entry)
