@@ -67,6 +67,7 @@ MODULES = (
     "gang_fit",
     "groups",
     "messages",
+    "nomination_memory",
     "outcomes",
     "partial",
     "placement",

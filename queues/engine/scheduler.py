@@ -1,5 +1,6 @@
-"""The scheduler: cluster state (``queues.engine.scheduler_state``) plus
-Kueue's scheduling cycle.
+"""The scheduler: cluster state (``queues.engine.scheduler_state``), what it
+remembers between cycles (``queues.engine.nomination_memory``), and Kueue's
+scheduling cycle.
 
 One cycle takes the head of every active ClusterQueue, assigns flavors against
 the usage at the start of the cycle, orders the entries (classic: not borrowing
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable
 from mypy_extensions import mypyc_attr
 
 from queues.engine import partial
-from queues.engine.assign import Assignment, FlavorAssigner, Mode, Read, refreshed
+from queues.engine.assign import Assignment, FlavorAssigner, Mode
 from queues.engine.fair_order import fair_order
 from queues.engine.model import (
     CheckState,
@@ -36,17 +37,11 @@ from queues.engine.model import (
     ReclaimWithinCohort,
     Workload,
 )
+from queues.engine.nomination_memory import NominationMemory, Witness
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
 from queues.engine.placement import fits_on_nodes
 from queues.engine.preemption import Preemptor
-from queues.engine.scheduler_state import SchedulerState
 from queues.engine.victim_search import REASON_TEXT, Target
-
-# What a nomination read, when that was only its own ClusterQueue (its version
-# in SchedulerState.queue_versions) and its quota checks' readings; and
-# whether its answer depends on those readings only through which requests
-# fit at what borrowing level (no check asked for victims: see assign.refreshed).
-Witness = tuple[int, tuple[Read, ...], bool]
 
 
 def _classic_order(entry: Entry) -> tuple[int, int, float, str]:
@@ -61,7 +56,7 @@ def _classic_order(entry: Entry) -> tuple[int, int, float, str]:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class Scheduler(SchedulerState):
+class Scheduler(NominationMemory):
     """Cluster state and the cycle. Times are seconds on the caller's clock."""
 
     def __init__(
@@ -71,16 +66,6 @@ class Scheduler(SchedulerState):
         self._cycle_holds: list[tuple[str, dict[FlavorResource, int]]] = []
         self._preemptors: dict[str, str] = {}
         self._oracle_targets: dict[tuple[str, FlavorResource, int], list[Target]] = {}
-        # Each pending head's last nomination, with its tree's version then.
-        self._nominations: dict[str, tuple[int, Entry, Witness | None]] = {}
-        # Per cohort tree whose last cycle changed nothing: its signature then
-        # and what that cycle reported for its heads (see _quiet_trees).
-        self._quiet: dict[str, tuple[tuple[int, int], dict[str, Pending]]] = {}
-        # False: every head is nominated afresh (what the reuse is checked against).
-        self.reuse_nominations = True
-        # True: every reused answer is also asked afresh and must equal it, with
-        # what it read (tests: an AssertionError says where they part).
-        self.check_reuse = False
         # False: victim searches never stop early at the borrowing limit
         # (Preemptor._beyond_borrowing_limit; what that shortcut is checked against).
         self.stop_at_borrowing_limit = True
@@ -90,13 +75,6 @@ class Scheduler(SchedulerState):
         # Victim searches that shortcut ended without a walk (every search the
         # scheduler ran: explanations and check_reuse's included).
         self.hopeless = 0
-        # What nominating cost: fresh nominations per ClusterQueue, and answers reused.
-        self.nominated: dict[str, int] = {}
-        self.reused = 0
-        # Answers given again with only their figures read anew (assign.refreshed).
-        self.refreshed = 0
-        # StrictFIFO heads told they stay pending where they were, not popped (_standing).
-        self.left_standing = 0
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
@@ -235,143 +213,6 @@ class Scheduler(SchedulerState):
         for evaluated in quiet.values():
             result.evaluated.update(evaluated)
         return result
-
-    def _signature(self, root: str) -> tuple[int, int]:
-        """What a cycle in the tree reads: its quota (and who holds it) and what
-        its queues hold."""
-        return self.tree_versions[root], self.board.epochs.get(root, 0)
-
-    def _skipping_allowed(self) -> bool:
-        # Outside these a quiet tree's next cycle may differ with nothing in it
-        # changed: victims ordered by the clock, LocalQueue usage sampled over
-        # time, and fair sharing's order across trees (which orders what the
-        # cycle reports).
-        return (
-            self.reuse_nominations
-            and not self.unstamped
-            and self.ledger is None
-            and not self.policy.fair_sharing
-        )
-
-    def _quiet_trees(self, groups: set[str] | None) -> dict[str, dict[str, Pending]]:
-        """The trees of ``groups`` (None: all) whose last cycle changed
-        nothing there and in which nothing changed since: this cycle would
-        evaluate the same heads to the same answers (a StrictFIFO gang that
-        cannot fit, in every cycle of every event elsewhere), so it reports
-        those answers without asking."""
-        if not self._quiet or not self._skipping_allowed():
-            self._quiet.clear()
-            return {}
-        quiet: dict[str, dict[str, Pending]] = {}
-        for root, (signature, evaluated) in list(self._quiet.items()):
-            if groups is not None and self.group_of_root[root] not in groups:
-                continue  # looked at when its group cycles next
-            if signature == self._signature(root):
-                quiet[root] = evaluated
-            else:
-                del self._quiet[root]
-        return quiet
-
-    def _remember_quiet(
-        self, before: dict[str, tuple[int, int]], heads: list[Entry], result: CycleResult
-    ) -> None:
-        if not self._skipping_allowed():
-            return
-        evaluated: dict[str, dict[str, Pending]] = {root: {} for root in before}
-        for entry in heads:
-            root = self._root_of[entry.queue.name]
-            pending = result.evaluated.get(entry.workload.key)
-            if pending is None or entry.workload.check_states:
-                # Admitted (the tree changed), or its checks may be answered meanwhile.
-                before.pop(root, None)
-            elif root in evaluated:
-                evaluated[root][entry.workload.key] = pending
-        for root, signature in before.items():
-            if signature == self._signature(root):
-                self._quiet[root] = (signature, evaluated[root])
-            else:
-                self._quiet.pop(root, None)
-
-    def _nomination(self, workload: Workload, queue: ClusterQueue) -> Entry:
-        """The head's entry for this cycle. Nominating reads only its tree's
-        quota, what holds it and who is being evicted there, so when none of
-        that has changed since its last nomination the answer is the same and is
-        reused: a StrictFIFO gang that cannot fit is the head of its queue in
-        every cycle, whatever the event, in any tree."""
-        version = self.tree_versions[self._root_of[queue.name]]
-        known = self._nominations.get(workload.key)
-        if (
-            self.reuse_nominations
-            and known is not None
-            and known[1].workload is workload
-            and not self.unstamped
-            and not workload.check_states
-        ):
-            if known[0] == version:
-                self.reused += 1
-                if self.check_reuse:
-                    self._check_reused(known[1], known[2], workload, queue)
-                return known[1]
-            witness = known[2]
-            figures = None if witness is None else self._read_again(queue.name, witness)
-            if witness is not None and figures is not None:
-                entry = known[1]
-                if figures:
-                    assert entry.assignment is not None
-                    entry = Entry(workload, queue, refreshed(entry.assignment, figures))
-                    # What it read now: a later reading is compared with these.
-                    reads = tuple(
-                        (fr, v, figures.get(fr, was), level) for fr, v, was, level in witness[1]
-                    )
-                    witness = (witness[0], reads, witness[2])
-                    self.refreshed += 1
-                else:
-                    self.reused += 1
-                self._nominations[workload.key] = (version, entry, witness)
-                if self.check_reuse:
-                    self._check_reused(entry, witness, workload, queue)
-                return entry
-        self.nominated[queue.name] = self.nominated.get(queue.name, 0) + 1
-        entry, witness = self._nominate(workload, queue)
-        if len(self._nominations) > 4 * len(self.workloads) + 1024:
-            self._nominations.clear()  # of workloads gone other than by finish()
-        self._nominations[workload.key] = (version, entry, witness)
-        return entry
-
-    def _check_reused(
-        self, entry: Entry, witness: Witness | None, workload: Workload, queue: ClusterQueue
-    ) -> None:
-        fresh, read = self._nominate(workload, queue)
-        given = (entry.assignment, entry.targets, entry.pending)
-        if given != (fresh.assignment, fresh.targets, fresh.pending):
-            raise AssertionError(f"{workload.key}: reused {given}, afresh {fresh}")
-        if witness is not None and witness != read:
-            raise AssertionError(f"{workload.key}: reused having read {witness}, afresh {read}")
-
-    def _read_again(self, queue: str, witness: Witness) -> dict[FlavorResource, int] | None:
-        """Whether a nomination that read only ``witness`` would give the same
-        answer now; None if it might not. The same answer, whatever else
-        changed in its tree (a StrictFIFO gang whose queue borrows up to its
-        limit, asked again at every change in a busy cohort), when its queue is
-        unchanged and every quota check finds the same room at the same
-        borrowing level: then {}. When only the room differs, but each request
-        still fits or not as it did and no check asked for victims, the answer
-        is the same but for its figures: then the available figures that
-        changed, by flavor-resource (assign.refreshed words the answer with them)."""
-        version, reads, figures_only = witness
-        if self.queue_versions[queue] != version:
-            return None
-        node = self.tree.queues[queue]
-        figures: dict[FlavorResource, int] = {}
-        for fr, value, available, level in reads:
-            now = max(0, node.available(fr))
-            if now != available:
-                if not figures_only or (value <= now) != (value <= available):
-                    return None
-                figures[fr] = now
-            if level is not None and node.borrowing_level(fr, value) != level:
-                return None
-        return figures
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
         """The head's entry, and what it read if only ``Witness``'s figures."""

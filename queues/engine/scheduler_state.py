@@ -65,11 +65,11 @@ class SchedulerState:
         # Per cohort tree, a count of the changes that can change a head's
         # nomination there: quota taken or given back, a victim marked evicting.
         # A head nominated again with its tree's count unchanged gets the same
-        # answer (see Scheduler._nomination), as it would from Kueue.
+        # answer (see NominationMemory._nomination), as it would from Kueue.
         self.tree_versions = dict.fromkeys(self._root_of.values(), 0)
         # The same count per ClusterQueue, for its own changes only: a head whose
         # nomination read nothing of its tree but its own queue and some quota
-        # figures may be reused across changes elsewhere (Scheduler._nomination).
+        # figures may be reused across changes elsewhere (NominationMemory._nomination).
         self.queue_versions = dict.fromkeys(policy.cluster_queues, 0)
         # Cohort trees share no quota but may share nodes: per topology-aware
         # flavor, the trees with a queue that can use it. What one places on
