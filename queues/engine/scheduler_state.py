@@ -32,6 +32,20 @@ from queues.engine.quota import QuotaTree
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class LedgerRanking:
+    """A queue's first sort key under admission fair sharing: the usage of
+    the workload's LocalQueue. An object holding the ledger, not a closure,
+    so that a copy of the scheduler (a rehearsal's, a replay's sent to a
+    worker) ranks by its own ledger, and pickles."""
+
+    def __init__(self, ledger: UsageLedger) -> None:
+        self.ledger = ledger
+
+    def __call__(self, workload: Workload) -> float:
+        return self.ledger.usage(local_queue_of(workload))
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SchedulerState:
     """Cluster state, and how it changes outside the cycle. Times are seconds on
     the caller's clock."""
@@ -101,7 +115,7 @@ class SchedulerState:
         ledger = self.ledger
         if ledger is None or queue.admission_mode != "UsageBasedAdmissionFairSharing":
             return None
-        return lambda workload: ledger.usage(local_queue_of(workload))
+        return LedgerRanking(ledger)
 
     def sample_usage(self) -> None:
         """Admission fair sharing's periodic update of LocalQueue usage."""
