@@ -198,6 +198,7 @@ def run_part(part_id: int, token: str, between: Callable[[], None] | None = None
         # (frame, replays); a part stored before milestones came from the frame
         # also holds them in between.
         frame, *_, replays = _unseal(bytes(stored[0]), *stored[1:])
+        del stored  # its pickled workloads: the replays let theirs go as they finish
         results = replay_part(replays, frame, at_milestone=hand_over, between=beat)
     except _ClaimLost:
         return "taken over"

@@ -300,6 +300,7 @@ class Search:
             check_delays=load.check_delays,
         )
         watcher = _Watcher(simulator.records, self._watches(stream, load.context), beat)
+        del stream  # the simulator lets each workload go once it has finished
         simulator.before_event = watcher.before_event
         simulator.after_cycle = watcher.after_cycle
         try:

@@ -70,8 +70,9 @@ def replay_part(
     every slice, and every ``between_every`` seconds of wall time inside a
     slice that takes longer (one event time can hold a burst of arrivals and
     many cycles: a worker's heartbeat must not wait for it to end). The
-    figures are live: send them before going on."""
-    simulators = {key: replay.simulator() for key, replay in replays.items()}
+    figures are live: send them before going on. The replays are spent: their
+    simulators take their workloads (``GroupReplay.take_simulator``)."""
+    simulators = {key: replay.take_simulator() for key, replay in replays.items()}
     for simulator in simulators.values():
         simulator.begin()
     width = slice_width(frame.start, frame.expected_end)

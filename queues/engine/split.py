@@ -76,6 +76,14 @@ class GroupReplay:
     def simulator(self) -> Simulator:
         return Simulator(self.policy, self.workloads, **self.options)
 
+    def take_simulator(self) -> Simulator:
+        """The simulator, which takes the workloads: this replay is spent
+        (its list emptied), so that each workload is let go once it has
+        finished, as in a replay in one process."""
+        simulator = self.simulator()
+        self.workloads = []
+        return simulator
+
 
 def group_replays(
     policy: Policy,

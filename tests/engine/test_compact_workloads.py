@@ -11,7 +11,10 @@ import pytest
 
 from queues.engine import model
 from queues.engine.model import PodSet, Toleration, Workload
+from queues.engine.parts import replay_part
+from queues.engine.replay_records import SimulationResult, frame_of
 from queues.engine.simulator import Simulator
+from queues.engine.split import group_replays
 from queues.engine.topology import TopologyRequest
 from tests.engine.test_simulator_window import job, policy
 
@@ -143,3 +146,23 @@ def test_a_snapshot_of_a_replay_stopped_early_lists_what_was_created_by_then() -
     assert list(snapshot.records) == ["default/a", "default/b", "default/c"]
     assert snapshot.records["default/b"].first_admitted is None
     assert list(simulator.records) == ["default/a"]  # reading it changed nothing
+
+
+def test_a_part_of_a_split_replay_lets_its_finished_workloads_go_too() -> None:
+    # As a worker replays its part (queues.engine.parts): its replays are
+    # spent, their simulators holding the workloads, so one that has finished
+    # is held by nothing of the part's by the next milestone.
+    workloads = [job("a", 0, 100), job("b", 10, 50), job("c", 20, 2_000)]
+    first = workloads[0][0]
+    replays = group_replays(policy(nominal=16), workloads)
+    frame = frame_of((w for w, _ in workloads), start=None, horizon=None)
+    del workloads
+    held: list[tuple[float, int]] = []
+
+    def hand_over(index: int, at: float, figures: dict[str, SimulationResult]) -> None:
+        held.append((at, sys.getrefcount(first)))
+
+    replay_part(replays, frame, at_milestone=hand_over)
+    after = [count for at, count in held if at > 100]
+    assert after and set(after) == {2}, held  # this frame (its closure cell) and the argument
+    assert all(not replay.workloads for replay in replays.values())
