@@ -44,8 +44,6 @@ class Arrivals:
         self._due: list[tuple[float, Workload, str] | None] = []
         self._next = 0
         self.begun = False
-        # Workloads created before the clock starts arrive when it does.
-        self.floor = 0.0
 
     def given(self) -> Collection[Workload]:
         """The workloads given, before ``begin`` (none after)."""
@@ -62,7 +60,6 @@ class Arrivals:
         if self.begun:
             raise RuntimeError("a replay begins once: call run() or begin() and advance()")
         self.begun = True
-        self.floor = floor
         self._due = [
             (max(workload.creation_time, floor), workload, self._classes[key])
             for key, workload in self._workloads.items()
