@@ -127,38 +127,41 @@ def test_a_nomination_is_asked_again_when_its_own_queue_changed_though_its_figur
     assert [(p.victim, p.reason) for p in result.preempted] == [("default/low", "InClusterQueue")]
 
 
+def cohort_queue(name: str, nominal: int) -> dict[str, Any]:
+    """A StrictFIFO queue of ``nominal`` h100 GPUs in cohort "c"."""
+    quota = {"name": GPU, "nominalQuota": nominal}
+    return {
+        "name": name,
+        "cohortName": "c",
+        "queueingStrategy": "StrictFIFO",
+        "resourceGroups": [
+            {"coveredResources": [GPU], "flavors": [{"name": "h100", "resources": [quota]}]}
+        ],
+    }
+
+
+def cohort_job(name: str, queue: str, gpus: int, at: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clusterQueue": queue,
+        "creationTime": at,
+        "podSets": [{"requests": {GPU: gpus}}],
+    }
+
+
 def test_a_head_whose_room_changed_is_answered_again_with_the_new_figures() -> None:
     # "gang" asks 8 GPUs in a queue of 2 that may borrow from its cohort of
     # 10: "other" takes 4, then 5, so the room it reads goes 6, then 5; the
     # gang fits no better, searches no victims, and says what it misses. A
     # scheduler that nominates every head afresh says the same.
-    def queue(name: str, nominal: int) -> dict[str, Any]:
-        quota = {"name": GPU, "nominalQuota": nominal}
-        return {
-            "name": name,
-            "cohortName": "c",
-            "queueingStrategy": "StrictFIFO",
-            "resourceGroups": [
-                {"coveredResources": [GPU], "flavors": [{"name": "h100", "resources": [quota]}]}
-            ],
-        }
-
-    def job(name: str, queue: str, gpus: int, at: int) -> dict[str, Any]:
-        return {
-            "name": name,
-            "clusterQueue": queue,
-            "creationTime": at,
-            "podSets": [{"requests": {GPU: gpus}}],
-        }
-
     scenario = parse(
         {
             "resourceFlavors": [{"name": "h100"}],
-            "clusterQueues": [queue("q", 2), queue("other", 8)],
+            "clusterQueues": [cohort_queue("q", 2), cohort_queue("other", 8)],
             "workloads": [
-                job("first", "other", 4, 0),
-                job("gang", "q", 8, 1),
-                job("next", "other", 1, 2),
+                cohort_job("first", "other", 4, 0),
+                cohort_job("gang", "q", 8, 1),
+                cohort_job("next", "other", 1, 2),
             ],
         }
     )

@@ -15,8 +15,7 @@ from queues.engine.model import QueueingStrategy, Workload
 from queues.engine.queueing import PendingQueue
 from queues.engine.scenario import parse
 from queues.engine.scheduler import Scheduler
-
-GPU = "nvidia.com/gpu"
+from tests.engine.test_nomination_reuse import cohort_job, cohort_queue
 
 
 def _workload(name: str, created: float) -> Workload:
@@ -57,38 +56,15 @@ def test_a_best_effort_head_never_rests() -> None:
 
 
 def _scenario(gang_gpus: int) -> Any:
-    def queue(name: str, nominal: int) -> dict[str, Any]:
-        return {
-            "name": name,
-            "cohortName": "c",
-            "queueingStrategy": "StrictFIFO",
-            "resourceGroups": [
-                {
-                    "coveredResources": [GPU],
-                    "flavors": [
-                        {"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal}]}
-                    ],
-                }
-            ],
-        }
-
-    def job(name: str, queue: str, gpus: int, at: int) -> dict[str, Any]:
-        return {
-            "name": name,
-            "clusterQueue": queue,
-            "creationTime": at,
-            "podSets": [{"requests": {GPU: gpus}}],
-        }
-
     return parse(
         {
             "resourceFlavors": [{"name": "h100"}],
-            "clusterQueues": [queue("q", 2), queue("other", 8)],
+            "clusterQueues": [cohort_queue("q", 2), cohort_queue("other", 8)],
             "workloads": [
-                job("first", "other", 8, 0),
-                job("gang", "q", gang_gpus, 1),
-                job("small", "q", 2, 2),
-                job("next", "other", 1, 3),
+                cohort_job("first", "other", 8, 0),
+                cohort_job("gang", "q", gang_gpus, 1),
+                cohort_job("small", "q", 2, 2),
+                cohort_job("next", "other", 1, 3),
             ],
         }
     )
@@ -117,16 +93,24 @@ def _replay(scheduler: Scheduler, scenario: Any) -> list[tuple[list[str], dict[s
     return said
 
 
+def _said_alike(gang_gpus: int) -> tuple[Scheduler, list[tuple[list[str], dict[str, str]]]]:
+    """The scheduler that leaves heads standing, and what it said: the same,
+    word for word, as a scheduler that pops every head says."""
+    scenario = _scenario(gang_gpus)
+    standing, popping = Scheduler(scenario.policy), Scheduler(scenario.policy)
+    popping.reuse_nominations = False
+    said = _replay(standing, scenario)
+    assert said == _replay(popping, scenario)
+    assert popping.left_standing == 0
+    return standing, said
+
+
 def test_a_gang_that_cannot_fit_is_told_again_where_it_stands() -> None:
     # "gang" asks 16 GPUs of a cohort of 10: it never fits, blocks "small"
     # behind it (StrictFIFO), and is told so in every cycle, left in its queue
     # from the second on, as "next" comes and is admitted beside it. A
     # scheduler that pops every head says the same, word for word.
-    scenario = _scenario(16)
-    standing, popping = Scheduler(scenario.policy), Scheduler(scenario.policy)
-    popping.reuse_nominations = False
-    said = _replay(standing, scenario)
-    assert said == _replay(popping, scenario)
+    standing, said = _said_alike(16)
     assert [admitted for admitted, _ in said] == [
         ["default/first"],
         [],
@@ -138,17 +122,13 @@ def test_a_gang_that_cannot_fit_is_told_again_where_it_stands() -> None:
     assert all(list(evaluated) == ["default/gang"] for _, evaluated in said)
     # Every cycle after the first but the last: nothing changed in the fifth,
     # so the sixth answers from the quiet tree's memory (_quiet_trees).
-    assert standing.left_standing == 4 and popping.left_standing == 0
+    assert standing.left_standing == 4
     assert standing.queues["q"].resting is standing.workloads["default/gang"]
 
 
 def test_a_standing_head_that_may_now_go_ahead_is_popped_and_admitted() -> None:
     # "gang" asks 10 GPUs: it waits while "first" holds 8, then fits.
-    scenario = _scenario(10)
-    standing, popping = Scheduler(scenario.policy), Scheduler(scenario.policy)
-    popping.reuse_nominations = False
-    said = _replay(standing, scenario)
-    assert said == _replay(popping, scenario)
+    standing, said = _said_alike(10)
     assert [admitted for admitted, _ in said][3:] == [[], ["default/gang"], []]
     assert standing.left_standing == 3  # the second to fourth cycles; the fifth popped it
     # "small", its queue's head now, cannot fit beside it and rests in turn.
