@@ -164,10 +164,11 @@ def more_needed(flavor: str, resource: str, missing: int) -> str:
 def refreshed(assignment: Assignment, available: dict[FlavorResource, int]) -> Assignment:
     """``assignment`` as its assigner would make it with ``available`` as
     the quota checks' available figures, when nothing else it read differs:
-    each request fits or not as it did, at the same borrowing levels, and no
-    check asked the oracle (whose victims depend on the figures). Then the
-    flavors, modes and reasons are the same and only the figures change: each
-    check's available amount, and what a reason says is missing."""
+    each request fits or not as it did, at the same borrowing levels, and
+    every check that asked the oracle was told, again, of no victims (its
+    borrowing level then is the one read). Then the flavors, modes and
+    reasons are the same and only the figures change: each check's available
+    amount, and what a reason says is missing."""
     pod_sets = []
     for old in assignment.pod_sets:
         checks = []
@@ -287,9 +288,6 @@ class FlavorAssigner:
         # the flavor-resource, the amount asked, what was available and (unless
         # it could never fit) the borrowing level. The rest it reads is static.
         self.reads: list[Read] = []
-        # Whether a quota check asked the oracle: then the answer depends on
-        # every figure read, not only on which requests fit (see refreshed).
-        self.asked_oracle = False
         self.group_of: dict[str, ResourceGroup] = {
             resource: group
             for group in queue.resource_groups
@@ -302,7 +300,6 @@ class FlavorAssigner:
         results: list[PodSetAssignment] = []
         self.taken = {}
         self.reads = []
-        self.asked_oracle = False
         for pod_set in workload.pod_sets:
             result = self._assign_pod_set(workload, pod_set, usage, contested)
             results.append(result)
@@ -500,7 +497,6 @@ class FlavorAssigner:
             self.policy.fair_sharing and preemption.reclaim_within_cohort.value != "Never"
         )
         if node.nominal(fr) >= value or may_reclaim or can_preempt_while_borrowing:
-            self.asked_oracle = True
             mode, borrow = self.oracle(workload, fr, value)
             check.mode, check.borrow = mode, borrow
             return mode, borrow

@@ -22,11 +22,17 @@ from queues.engine.model import ClusterQueue, FlavorResource, Policy, Workload
 from queues.engine.outcomes import CycleResult, Entry, Pending
 from queues.engine.scheduler_state import SchedulerState
 
+# A victim search that read the cohort only to find no walk could succeed, as
+# (contested, usage): its answer, no victims, holds while that still does.
+HopelessRead = tuple[set[FlavorResource], dict[FlavorResource, int]]
+
 # What a nomination read, when that was only its own ClusterQueue (its version
-# in SchedulerState.queue_versions) and its quota checks' readings; and
-# whether its answer depends on those readings only through which requests
-# fit at what borrowing level (no check asked for victims: see assign.refreshed).
-Witness = tuple[int, tuple[Read, ...], bool]
+# in SchedulerState.queue_versions), its quota checks' readings, and victim
+# searches that found none at once (at the queue's borrowing limit, which its
+# version covers, or as hopeless, in HopelessRead). Its answer then depends on
+# the readings only through which requests fit at what borrowing level: every
+# victim search it asked came back empty (see assign.refreshed).
+Witness = tuple[int, tuple[Read, ...], tuple[HopelessRead, ...]]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -59,6 +65,13 @@ class NominationMemory(SchedulerState):
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
         """The head's entry asked afresh, and what it read if only ``Witness``'s
         figures (the scheduler's)."""
+        raise NotImplementedError
+
+    def _still_without_victims(
+        self, workload: Workload, queue: ClusterQueue, searches: tuple[HopelessRead, ...]
+    ) -> bool:
+        """Whether each of those victim searches would again find no victims
+        at once (the scheduler's)."""
         raise NotImplementedError
 
     def _signature(self, root: str) -> tuple[int, int]:
@@ -138,7 +151,7 @@ class NominationMemory(SchedulerState):
                     self._check_reused(known[1], known[2], workload, queue)
                 return known[1]
             witness = known[2]
-            figures = None if witness is None else self._read_again(queue.name, witness)
+            figures = None if witness is None else self._read_again(workload, queue, witness)
             if witness is not None and figures is not None:
                 entry = known[1]
                 if figures:
@@ -173,27 +186,32 @@ class NominationMemory(SchedulerState):
         if witness is not None and witness != read:
             raise AssertionError(f"{workload.key}: reused having read {witness}, afresh {read}")
 
-    def _read_again(self, queue: str, witness: Witness) -> dict[FlavorResource, int] | None:
+    def _read_again(
+        self, workload: Workload, queue: ClusterQueue, witness: Witness
+    ) -> dict[FlavorResource, int] | None:
         """Whether a nomination that read only ``witness`` would give the same
         answer now; None if it might not. The same answer, whatever else
         changed in its tree (a StrictFIFO gang whose queue borrows up to its
         limit, asked again at every change in a busy cohort), when its queue is
-        unchanged and every quota check finds the same room at the same
-        borrowing level: then {}. When only the room differs, but each request
-        still fits or not as it did and no check asked for victims, the answer
-        is the same but for its figures: then the available figures that
-        changed, by flavor-resource (assign.refreshed words the answer with them)."""
-        version, reads, figures_only = witness
-        if self.queue_versions[queue] != version:
+        unchanged, every quota check finds the same room at the same
+        borrowing level and every victim search it asked still finds none at
+        once: then {}. When only the room differs, but each request still fits
+        or not as it did, the answer is the same but for its figures: then the
+        available figures that changed, by flavor-resource (assign.refreshed
+        words the answer with them)."""
+        version, reads, searches = witness
+        if self.queue_versions[queue.name] != version:
             return None
-        node = self.tree.queues[queue]
+        node = self.tree.queues[queue.name]
         figures: dict[FlavorResource, int] = {}
         for fr, value, available, level in reads:
             now = max(0, node.available(fr))
             if now != available:
-                if not figures_only or (value <= now) != (value <= available):
+                if (value <= now) != (value <= available):
                     return None
                 figures[fr] = now
             if level is not None and node.borrowing_level(fr, value) != level:
                 return None
+        if searches and not self._still_without_victims(workload, queue, searches):
+            return None
         return figures

@@ -115,28 +115,15 @@ class Preemptor(FairSharingSearch):
     ) -> list[Target]:
         node = self.tree.queues[queue.name]
         policy = queue.preemption
-        within_queue = policy.within_cluster_queue.value
         reclaim = policy.reclaim_within_cohort.value
-        same: list[Candidate] = []
-        if policy.within_cluster_queue is not WithinClusterQueue.NEVER:
-            for workload in self._reserved(queue.name, preemptor):
-                if self._uses(workload, contested) and self._satisfies(
-                    within_queue, preemptor, workload
-                ):
-                    same.append(Candidate(workload, node, Variant.WITHIN_QUEUE))
+        same = self._same_queue_candidates(preemptor, queue, contested)
         if self.stop_at_borrowing_limit and self._beyond_borrowing_limit(node, usage, same):
             return []
-        self.looked_past_queue = True
-        if (
-            self.stop_when_hopeless
-            and policy.borrow_within_cohort is BorrowWithinCohort.NEVER
-            and not self._advantaged_below_some_level(node, usage)
-            and self._borrows_still(node, usage, same)
-            and not self._could_fit(node, usage, contested, same, True)
-        ):
-            # No walk can succeed, whoever borrows in the cohort: see _could_fit.
+        if self._hopeless_at_once(queue, usage, contested, same):
             self.hopeless += 1
+            self.hopeless_reads.append((set(contested), dict(usage)))
             return []
+        self.looked_past_queue = True
         hierarchy: list[Candidate] = []
         by_priority: list[Candidate] = []
         if (
@@ -175,6 +162,57 @@ class Preemptor(FairSharingSearch):
             if found:
                 return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
         return []
+
+    def still_without_victims(
+        self,
+        preemptor: Workload,
+        queue: ClusterQueue,
+        contested: set[FlavorResource],
+        usage: Mapping[FlavorResource, int],
+    ) -> bool:
+        """Whether the classic search would again end before gathering a
+        candidate past the preemptor's queue: at its borrowing limit, or
+        hopeless at once. A search that ended so (in ``hopeless_reads``)
+        then gives the same answer, no victims, without being run."""
+        same = self._same_queue_candidates(preemptor, queue, contested)
+        node = self.tree.queues[queue.name]
+        if self.stop_at_borrowing_limit and self._beyond_borrowing_limit(node, usage, same):
+            return True
+        return self._hopeless_at_once(queue, usage, contested, same)
+
+    def _same_queue_candidates(
+        self, preemptor: Workload, queue: ClusterQueue, contested: set[FlavorResource]
+    ) -> list[Candidate]:
+        policy = queue.preemption.within_cluster_queue
+        if policy is WithinClusterQueue.NEVER:
+            return []
+        node = self.tree.queues[queue.name]
+        return [
+            Candidate(workload, node, Variant.WITHIN_QUEUE)
+            for workload in self._reserved(queue.name, preemptor)
+            if self._uses(workload, contested)
+            and self._satisfies(policy.value, preemptor, workload)
+        ]
+
+    def _hopeless_at_once(
+        self,
+        queue: ClusterQueue,
+        usage: Mapping[FlavorResource, int],
+        contested: set[FlavorResource],
+        same: list[Candidate],
+    ) -> bool:
+        """Whether no walk can succeed, whoever borrows in the cohort (see
+        _could_fit), before gathering the cohort's candidates: the preemptor
+        may not preempt while borrowing, fits below no level of the tree, and
+        would borrow even with every candidate of its own queue gone."""
+        node = self.tree.queues[queue.name]
+        return (
+            self.stop_when_hopeless
+            and queue.preemption.borrow_within_cohort is BorrowWithinCohort.NEVER
+            and not self._advantaged_below_some_level(node, usage)
+            and self._borrows_still(node, usage, same)
+            and not self._could_fit(node, usage, contested, same, True)
+        )
 
     def _beyond_borrowing_limit(
         self, node: Node, usage: Mapping[FlavorResource, int], same: list[Candidate]

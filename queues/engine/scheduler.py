@@ -37,7 +37,7 @@ from queues.engine.model import (
     ReclaimWithinCohort,
     Workload,
 )
-from queues.engine.nomination_memory import NominationMemory, Witness
+from queues.engine.nomination_memory import HopelessRead, NominationMemory, Witness
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
 from queues.engine.placement import fits_on_nodes
 from queues.engine.preemption import Preemptor
@@ -139,7 +139,16 @@ class Scheduler(NominationMemory):
         return assignment, (
             self.queue_versions[queue.name],
             tuple(assigner.reads),
-            not assigner.asked_oracle,
+            tuple(preemptor.hopeless_reads),
+        )
+
+    def _still_without_victims(
+        self, workload: Workload, queue: ClusterQueue, searches: tuple[HopelessRead, ...]
+    ) -> bool:
+        preemptor = self.preemptor_for(set())
+        return all(
+            preemptor.still_without_victims(workload, queue, contested, usage)
+            for contested, usage in searches
         )
 
     def cycle(self, now: float | None = None, groups: set[str] | None = None) -> CycleResult:
@@ -245,6 +254,9 @@ class Scheduler(NominationMemory):
                 self.hopeless += preemptor.hopeless
                 if preemptor.looked_past_queue:
                     witness = None
+                elif witness is not None and preemptor.hopeless_reads:
+                    searches = (*witness[2], *preemptor.hopeless_reads)
+                    witness = (witness[0], witness[1], searches)
             entry.targets = searched
         if entry.targets and not fits_on_nodes(
             self.placer, workload, assignment, {t.workload.key for t in entry.targets}

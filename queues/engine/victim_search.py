@@ -85,8 +85,14 @@ class VictimSearch:
         self.exclude = exclude
         self.now = now
         # Whether a search looked past the preemptor's own queue (its cohort,
-        # other queues' usage): then its answer may change with anything there.
+        # other queues' usage) for candidates: then its answer may change with
+        # anything there.
         self.looked_past_queue = False
+        # Searches that read the cohort only to find that no walk could
+        # succeed (Preemptor._hopeless_at_once), as (contested, usage): their
+        # answer stays "no victims" while that still holds, which
+        # Preemptor.still_without_victims asks again.
+        self.hopeless_reads: list[tuple[set[FlavorResource], dict[FlavorResource, int]]] = []
         # False: the classic search never gives up early at the preemptor's
         # borrowing limit (what that shortcut is checked against). A switch, not
         # a method to patch: compiled, the engine would not see the patch.

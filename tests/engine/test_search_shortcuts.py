@@ -15,6 +15,7 @@ preempt while borrowing shows the second one at work."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -273,19 +274,38 @@ def _gang_scenario() -> dict[str, Any]:
     }
 
 
-def _replay_gang(hopeless: bool) -> tuple[dict[str, Any], int]:
+def _replay_gang(hopeless: bool, reuse: bool = True) -> tuple[dict[str, Any], Simulator]:
     scenario = parse(_gang_scenario())
     simulator = Simulator(scenario.policy, [(w, "class") for w in scenario.workloads])
     simulator.scheduler.stop_when_hopeless = hopeless
-    return to_json(simulator.run()), simulator.scheduler.hopeless
+    simulator.scheduler.reuse_nominations = reuse
+    simulator.scheduler.check_reuse = reuse
+    return to_json(simulator.run()), simulator
 
 
 def test_a_gang_that_would_borrow_is_not_walked_for_victims_it_may_not_take() -> None:
-    skipped, ended = _replay_gang(hopeless=True)
-    walked, none = _replay_gang(hopeless=False)
+    skipped, ended = _replay_gang(hopeless=True, reuse=False)
+    walked, none = _replay_gang(hopeless=False, reuse=False)
     assert skipped == walked
-    assert none == 0
-    assert ended >= 20  # asked again at every start and end of a short job
+    assert none.scheduler.hopeless == 0
+    # Asked again at every start and end of a short job.
+    assert ended.scheduler.hopeless >= 20
+
+
+def test_a_gang_found_hopeless_is_only_asked_whether_it_still_is() -> None:
+    # Each short job that starts or ends changes the gang's cohort, so its
+    # answer cannot be reused as it stands; but its queue is unchanged, its
+    # request fits no better, and each victim search it asked would end as
+    # hopeless again: the answer is reused, with its figures read again
+    # (check_reuse asks afresh each time and compares).
+    reusing, simulator = _replay_gang(hopeless=True)
+    fresh, _ = _replay_gang(hopeless=True, reuse=False)
+    assert reusing == fresh
+    scheduler = simulator.scheduler
+    # "running"; the gang on arrival; the gang again once "running" ended
+    # and its queue changed (43 before hopeless searches were re-asked).
+    assert scheduler.nominated["training"] == 3
+    assert scheduler.refreshed >= 20
 
 
 def _victims(
@@ -346,3 +366,52 @@ def test_a_request_within_its_cohort_reclaims_hierarchically_while_borrowing() -
     walked, _ = _victims(queues, workloads, cohorts, hopeless=False)
     assert walked == {"far": "InCohortReclamation"}
     assert shortcut == walked
+
+
+def _job(name: str, queue: str, gpus: int, priority: int, at: int, runtime: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clusterQueue": queue,
+        "priority": priority,
+        "creationTime": at,
+        "runtime": runtime,
+        "podSets": [{"count": 1, "requests": {GPU: gpus}}],
+    }
+
+
+def test_a_hopeless_answer_is_not_reused_once_the_cohort_would_let_a_victim_free_enough() -> None:
+    # The cohort has 10 GPUs: "training" holds its 4 ("peer" at the gang's
+    # priority, "low" below it), "research" 5 of its 6. The gang asks 4:
+    # with "low" gone 3 would be free, so its search ends as hopeless at
+    # once. When "brief" ends, 3 are free: the gang still does not fit, at the
+    # same borrowing level, but with "low" gone 5 would be, and "low" is its
+    # victim. Reusing the hopeless answer because the figures fit no better
+    # would leave the gang waiting for "low" to finish.
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "cohorts": [{"name": "division"}],
+            "clusterQueues": [_queue("training", 4), _queue("research", 6)],
+            "workloads": [
+                _job("peer", "training", 2, 10, 0, 9_000),
+                _job("low", "training", 2, 0, 0, 9_000),
+                _job("steady", "research", 3, 0, 0, 9_000),
+                _job("brief", "research", 2, 0, 0, 50),
+                _job("gang", "training", 4, 10, 1, 100),
+            ],
+        }
+    )
+    said = {}
+    for reuse in (True, False):
+        simulator = Simulator(
+            scenario.policy, [(w, "c") for w in copy.deepcopy(scenario.workloads)]
+        )
+        simulator.scheduler.reuse_nominations = reuse
+        result = simulator.run()
+        said[reuse] = to_json(result)
+        if reuse:
+            assert simulator.scheduler.hopeless >= 1  # the gang's first search
+            gang, low = result.records["default/gang"], result.records["default/low"]
+            assert gang.first_admitted is not None and gang.first_admitted < 1_000
+            assert low.preemptions == 1
+    assert said[True] == said[False]
