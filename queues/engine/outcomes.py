@@ -62,7 +62,8 @@ class Entry:
     assignment: Assignment | None
     targets: list[Target] = field(default_factory=list)
     pending: Pending | None = None  # set when the head is inadmissible before assignment
-    no_fit: Pending | None = None  # why its assignment does not fit, once worded
+    # Why its assignment leaves it pending (no fit, or no victims), once worded.
+    told: Pending | None = None
 
 
 rebuilt_by_fields(Pending, Preemption)

@@ -191,13 +191,15 @@ class Node:
         if self.parent is None or not self.borrowing_with(fr, amount):
             return 0, self.parent is not None
         remaining = amount - self.local_available(fr)
-        last = self
-        for ancestor in self.ancestors():
-            last = ancestor
+        ancestor = self.parent
+        while ancestor.parent is not None:
             if not ancestor.borrowing_with(fr, remaining):
-                return ancestor.height, ancestor.parent is not None
+                return ancestor.height, True
             remaining -= ancestor.local_available(fr)
-        return last.height, False
+            ancestor = ancestor.parent
+        # At the root, borrowing or not, there is nothing above to reclaim from
+        # (asked for every read of every waiting head: not worked out).
+        return ancestor.height, False
 
 
 def _quotas(groups: Any) -> dict[FlavorResource, Quota]:

@@ -349,13 +349,21 @@ class Scheduler(NominationMemory):
             assignment.needs_preemption
             and entry.queue.preemption.reclaim_within_cohort is ReclaimWithinCohort.ANY
         ):
-            return Pending("WaitingForQuota", assignment.message())
+            return self._no_victims(entry, assignment)
         return None
 
+    # Worded once: a reused nomination keeps its wording, as its assignment.
+
     def _no_fit(self, entry: Entry, assignment: Assignment) -> Pending:
-        if entry.no_fit is None:  # worded once: a reused nomination keeps it
-            entry.no_fit = Pending(self._no_fit_reason(assignment), assignment.message())
-        return entry.no_fit
+        if entry.told is None:
+            entry.told = Pending(self._no_fit_reason(assignment), assignment.message())
+        return entry.told
+
+    @staticmethod
+    def _no_victims(entry: Entry, assignment: Assignment) -> Pending:
+        if entry.told is None:
+            entry.told = Pending("WaitingForQuota", assignment.message())
+        return entry.told
 
     def _refusal(self, entry: Entry, victims: dict[str, Target]) -> tuple[Pending, str] | None:
         """Why the entry stays pending this cycle, and the reason its queue
@@ -371,7 +379,7 @@ class Scheduler(NominationMemory):
         if assignment.needs_preemption and not entry.targets:
             if queue.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
                 self._hold_capacity(entry)
-            return Pending("WaitingForQuota", assignment.message()), "PreemptionNoCandidates"
+            return self._no_victims(entry, assignment), "PreemptionNoCandidates"
         if any(t.workload.key in victims for t in entry.targets):
             return (
                 Pending(

@@ -73,8 +73,13 @@ def test_borrowing_level_counts_how_far_up_the_quota_comes_from() -> None:
     )
     a = t.queues["a"]
     assert a.borrowing_level(FR, 2) == (0, True)  # within nominal
-    assert a.borrowing_level(FR, 4)[0] == 1  # the inner cohort holds it
-    assert a.borrowing_level(FR, 10)[0] == 2  # it needs the outer cohort
+    # The inner cohort holds it, and the outer one could be reclaimed from.
+    assert a.borrowing_level(FR, 4) == (1, True)
+    # It needs the outer cohort, the root: nothing above it to reclaim from,
+    # whether or not even the root holds it.
+    assert a.borrowing_level(FR, 10) == (2, False)
+    assert a.borrowing_level(FR, 100) == (2, False)
+    assert t.cohorts["outer"].borrowing_level(FR, 1) == (0, False)  # the root itself
 
 
 @settings(max_examples=200, deadline=None)
