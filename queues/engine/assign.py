@@ -286,7 +286,9 @@ class FlavorAssigner:
         self.taken: dict[str, dict[str, int]] = {}
         # What the assignment read of the quota tree's usage: per quota check,
         # the flavor-resource, the amount asked, what was available and (unless
-        # it could never fit) the borrowing level. The rest it reads is static.
+        # it could never fit) the borrowing level. The rest it reads is static,
+        # but for the oracle's victim searches (the scheduler's witness holds
+        # what those read: nomination_memory.Witness).
         self.reads: list[Read] = []
         self.group_of: dict[str, ResourceGroup] = {
             resource: group

@@ -73,7 +73,8 @@ class Scheduler(NominationMemory):
         # free enough (Preemptor._could_fit; what that shortcut is checked against).
         self.stop_when_hopeless = True
         # Victim searches that shortcut ended without a walk (every search the
-        # scheduler ran: explanations and check_reuse's included).
+        # scheduler ran: explanations and check_reuse's included; not a reused
+        # answer's searches asked again by still_without_victims).
         self.hopeless = 0
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
@@ -105,8 +106,9 @@ class Scheduler(NominationMemory):
     def _assign_read(
         self, workload: Workload, exclude: set[str] | None = None
     ) -> tuple[Assignment, Witness | None]:
-        """The assignment, and what it read if that was only its own queue and
-        the quota figures in ``Witness`` (None: it read more, or may have)."""
+        """The assignment, and what it read if that was only its own queue, the
+        quota figures and the hopeless victim searches in ``Witness`` (None: it
+        read more, or may have)."""
         queue = self.policy.cluster_queues[workload.cluster_queue]
         node = self.tree.queues[queue.name]
         preemptor = self.preemptor_for(exclude or set())
@@ -224,7 +226,7 @@ class Scheduler(NominationMemory):
         return result
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
-        """The head's entry, and what it read if only ``Witness``'s figures."""
+        """The head's entry, and what it read if only what ``Witness`` holds."""
         if any(
             s in (CheckState.RETRY, CheckState.REJECTED) for s in workload.check_states.values()
         ):
