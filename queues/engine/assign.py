@@ -67,6 +67,29 @@ class QuotaCheck:
     mode: Mode
     borrow: int
 
+    # Stated, not generated: made by the million (see queues.engine.compiled).
+    def __init__(
+        self,
+        flavor: str,
+        resource: str,
+        requested: int,
+        available: int,
+        potential: int,
+        nominal: int,
+        borrowing_limit: int | None,
+        mode: Mode,
+        borrow: int,
+    ) -> None:
+        self.flavor = flavor
+        self.resource = resource
+        self.requested = requested
+        self.available = available
+        self.potential = potential
+        self.nominal = nominal
+        self.borrowing_limit = borrowing_limit
+        self.mode = mode
+        self.borrow = borrow
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
@@ -80,6 +103,20 @@ class FlavorOutcome:
     resource_modes: dict[str, Mode]
     # Where its pods would go on a topology-aware flavor (node -> pods).
     nodes: dict[str, int] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        flavor: str,
+        mode: Mode,
+        borrow: int,
+        resource_modes: dict[str, Mode],
+        nodes: dict[str, int] | None = None,
+    ) -> None:
+        self.flavor = flavor
+        self.mode = mode
+        self.borrow = borrow
+        self.resource_modes = resource_modes
+        self.nodes = {} if nodes is None else nodes
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -95,6 +132,26 @@ class PodSetAssignment:
     # Per resource group searched: flavor -> why it could not be used
     # (NoMatchingFlavor, ExceedsMaxQuota, WaitingForQuota).
     attempts: list[dict[str, str]] = field(default_factory=list)
+
+    def __init__(
+        self,
+        name: str,
+        flavors: dict[str, str] | None = None,
+        mode: Mode = Mode.FIT,
+        borrow: int = 0,
+        reasons: list[str] | None = None,
+        checks: list[QuotaCheck] | None = None,
+        skipped_flavors: dict[str, str] | None = None,
+        attempts: list[dict[str, str]] | None = None,
+    ) -> None:
+        self.name = name
+        self.flavors = {} if flavors is None else flavors
+        self.mode = mode
+        self.borrow = borrow
+        self.reasons = [] if reasons is None else reasons
+        self.checks = [] if checks is None else checks
+        self.skipped_flavors = {} if skipped_flavors is None else skipped_flavors
+        self.attempts = [] if attempts is None else attempts
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -114,8 +171,18 @@ class Assignment:
     _mode: Mode | None = field(default=None, init=False, repr=False, compare=False)
     _borrowing: int | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        # Compiled, a field the constructor does not take is left unset.
+    def __init__(
+        self,
+        pod_sets: list[PodSetAssignment],
+        usage: dict[FlavorResource, int],
+        contested: set[FlavorResource],
+        counts: dict[str, int] | None = None,
+    ) -> None:
+        self.pod_sets = pod_sets
+        self.usage = usage
+        self.contested = contested
+        self.counts = counts
+        # Compiled, a field the constructor does not set is left unset.
         self._mode = None
         self._borrowing = None
 

@@ -24,6 +24,12 @@ class Pending:
     reason: str
     message: str
 
+    # Stated, not generated: made by the million (see queues.engine.compiled).
+    # Frozen, it sets its fields as the generated one would.
+    def __init__(self, reason: str, message: str) -> None:
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "message", message)
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
@@ -34,6 +40,15 @@ class Preemption:
     cluster_queue: str
     message: str
 
+    def __init__(
+        self, victim: str, preemptor: str, reason: Reason, cluster_queue: str, message: str
+    ) -> None:
+        object.__setattr__(self, "victim", victim)
+        object.__setattr__(self, "preemptor", preemptor)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "cluster_queue", cluster_queue)
+        object.__setattr__(self, "message", message)
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
@@ -42,6 +57,18 @@ class CycleResult:
     reserved: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     preempted: list[Preemption] = field(default_factory=list)
     evaluated: dict[str, Pending] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        admitted: dict[str, dict[str, dict[str, str]]] | None = None,
+        reserved: dict[str, dict[str, dict[str, str]]] | None = None,
+        preempted: list[Preemption] | None = None,
+        evaluated: dict[str, Pending] | None = None,
+    ) -> None:
+        self.admitted = {} if admitted is None else admitted
+        self.reserved = {} if reserved is None else reserved
+        self.preempted = [] if preempted is None else preempted
+        self.evaluated = {} if evaluated is None else evaluated
 
     @property
     def changed(self) -> bool:
@@ -64,6 +91,22 @@ class Entry:
     pending: Pending | None = None  # set when the head is inadmissible before assignment
     # Why its assignment leaves it pending (no fit, or no victims), once worded.
     told: Pending | None = None
+
+    def __init__(
+        self,
+        workload: Workload,
+        queue: ClusterQueue,
+        assignment: Assignment | None,
+        targets: list[Target] | None = None,
+        pending: Pending | None = None,
+        told: Pending | None = None,
+    ) -> None:
+        self.workload = workload
+        self.queue = queue
+        self.assignment = assignment
+        self.targets = [] if targets is None else targets
+        self.pending = pending
+        self.told = told
 
 
 rebuilt_by_fields(Pending, Preemption)

@@ -42,6 +42,43 @@ class WorkloadRecord:
     pods_ready_timeouts: int = 0
     requeue_limit_exceeded: float | None = None
 
+    # Stated, not generated: made by the million (see queues.engine.compiled).
+    def __init__(
+        self,
+        key: str,
+        cluster_queue: str,
+        workload_class: str,
+        priority: int,
+        created: float,
+        gpus: int,
+        first_admitted: float | None = None,
+        finished: float | None = None,
+        preemptions: int = 0,
+        preemptions_by_reason: dict[str, int] | None = None,
+        lost_seconds: float = 0.0,
+        lost_gpu_seconds: float = 0.0,
+        measured: bool = True,
+        timed_out: float | None = None,
+        pods_ready_timeouts: int = 0,
+        requeue_limit_exceeded: float | None = None,
+    ) -> None:
+        self.key = key
+        self.cluster_queue = cluster_queue
+        self.workload_class = workload_class
+        self.priority = priority
+        self.created = created
+        self.gpus = gpus
+        self.first_admitted = first_admitted
+        self.finished = finished
+        self.preemptions = preemptions
+        self.preemptions_by_reason = {} if preemptions_by_reason is None else preemptions_by_reason
+        self.lost_seconds = lost_seconds
+        self.lost_gpu_seconds = lost_gpu_seconds
+        self.measured = measured
+        self.timed_out = timed_out
+        self.pods_ready_timeouts = pods_ready_timeouts
+        self.requeue_limit_exceeded = requeue_limit_exceeded
+
     @property
     def wait(self) -> float | None:
         if self.first_admitted is None:

@@ -50,6 +50,11 @@ class Target:
     workload: Workload
     reason: Reason
 
+    # Stated, not generated: made by the million (see queues.engine.compiled).
+    def __init__(self, workload: Workload, reason: Reason) -> None:
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "reason", reason)
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
@@ -58,6 +63,14 @@ class Candidate:
     queue: Node
     variant: Variant
     lca: Node | None = None
+
+    def __init__(
+        self, workload: Workload, queue: Node, variant: Variant, lca: Node | None = None
+    ) -> None:
+        self.workload = workload
+        self.queue = queue
+        self.variant = variant
+        self.lca = lca
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
