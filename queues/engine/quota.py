@@ -56,6 +56,11 @@ class Node:
     _borrowing: dict[FlavorResource, int | None] = field(default_factory=dict, repr=False)
     _local: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
     _potential: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
+    # Per flavor-resource with a quota here, what ``available`` reads of it
+    # (local quota, borrowing limit, what it lends), in one lookup.
+    _room: dict[FlavorResource, tuple[int, int | None, int]] = field(
+        default_factory=dict, repr=False
+    )
 
     def _freeze(self) -> None:
         self._nominal = {fr: q.nominal for fr, q in self.quotas.items()}
@@ -64,6 +69,10 @@ class Node:
             fr: max(0, self.subtree.get(fr, 0) - q.lending_limit)
             for fr, q in self.quotas.items()
             if q.lending_limit is not None
+        }
+        self._room = {
+            fr: (self.local_quota(fr), q.borrowing_limit, self.lendable(fr))
+            for fr, q in self.quotas.items()
         }
 
     # ------------------------------------------------------------ quota figures
@@ -92,15 +101,16 @@ class Node:
     def available(self, fr: FlavorResource) -> int:
         """What this node could still take for ``fr`` (negative when over-admitted)."""
         used = self.usage.get(fr, 0)
-        if self.parent is None:
+        parent = self.parent
+        if parent is None:
             return self.subtree.get(fr, 0) - used
-        from_parent = self.parent.available(fr)
-        local = self._local.get(fr, 0)
-        limit = self._borrowing.get(fr)
+        from_parent = parent.available(fr)
+        room = self._room.get(fr)
+        if room is None:  # no quota here: nothing kept, no limit
+            return max(0, -used) + from_parent
+        local, limit, lendable = room
         if limit is not None:
-            used_in_parent = max(0, used - local)
-            lendable = self.subtree.get(fr, 0) - local
-            from_parent = min(from_parent, lendable - used_in_parent + limit)
+            from_parent = min(from_parent, lendable - max(0, used - local) + limit)
         return max(0, local - used) + from_parent
 
     def potential_available(self, fr: FlavorResource) -> int:
