@@ -97,6 +97,7 @@ from month_trace import (  # noqa: E402
 )
 
 import queues.engine  # noqa: E402
+from queues.display import duration  # noqa: E402
 from queues.engine.lockstep import replay_together  # noqa: E402
 from queues.engine.metrics import percentile, summarize  # noqa: E402
 from queues.engine.model import Policy, Workload  # noqa: E402
@@ -223,7 +224,7 @@ def _censored(stats: dict[str, Any], key: str) -> str:
     value = stats.get(key)
     if value is None:
         return "-"
-    return f"{'>=' if key in stats.get('at_least', []) else ''}{value:.0f}s"
+    return f"{'>=' if key in stats.get('at_least', []) else ''}{duration(value)}"
 
 
 def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
@@ -406,13 +407,13 @@ def main() -> int:
     )
     print(f"\nwaits (published: {PUBLISHED_WAITS})")
     print(
-        f"{'queue class':<16} {'workloads':>9} {'admitted':>9} {'p50 wait':>9} "
-        f"{'p90 wait':>9} {'mean wait':>10} {'preempted':>9}"
+        f"{'queue class':<16} {'workloads':>9} {'admitted':>9} {'p50 wait':>11} "
+        f"{'p90 wait':>11} {'mean wait':>11} {'preempted':>9}"
     )
     for name, count, admitted, p50, p90, mean, preempted in class_figures(result):
         print(
-            f"{name:<16} {count:>9,} {admitted:>9,} {p50:>8.0f}s {p90:>8.0f}s "
-            f"{mean / 60:>7.1f}min {preempted:>9,}"
+            f"{name:<16} {count:>9,} {admitted:>9,} {duration(p50):>11} {duration(p90):>11} "
+            f"{duration(mean):>11} {preempted:>9,}"
         )
     if args.tracemalloc:
         snapshot = tracemalloc.take_snapshot()
