@@ -54,23 +54,20 @@ def test_the_replays_hot_dataclasses_state_their_init() -> None:
         assert names <= by_module.get(module, set()), (module, names)
 
 
-def stand_in(annotation: Any, namespace: dict[str, Any], serial: int) -> Any:
-    """A value of the field's type (compiled, the constructor checks it)
-    that no default equals: a fresh container, a numbered scalar, an enum's
-    first member, or an instance of the class left empty."""
-    # A string in pure Python (postponed annotations), the type itself compiled.
-    kind = eval(annotation, namespace) if isinstance(annotation, str) else annotation
-    if kind is type:  # compiled, what an optional field's annotation became
-        return None
+def stand_in(annotation: str, namespace: dict[str, Any], serial: int, avoid: Any = None) -> Any:
+    """A value of the annotated type (compiled, the constructor checks it)
+    that is not ``avoid`` (the field's default): a fresh container, a
+    numbered scalar, an enum member, or an instance of the class left empty."""
+    kind = eval(annotation, namespace)
     if isinstance(kind, types.UnionType):
         kind = next(arm for arm in typing.get_args(kind) if arm is not type(None))
     kind = typing.get_origin(kind) or kind
     if kind is bool:
-        return serial % 2 == 0
+        return not avoid
     if kind in (str, int, float):
         return kind(1000 + serial)
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
-        return next(iter(kind))
+        return next(member for member in kind if member is not avoid)
     assert isinstance(kind, type), annotation
     if kind in (dict, list, set):
         return kind()
@@ -78,12 +75,15 @@ def stand_in(annotation: Any, namespace: dict[str, Any], serial: int) -> Any:
     return made(kind)
 
 
-def required_arguments(cls: type, namespace: dict[str, Any]) -> list[Any]:
-    return [
-        stand_in(f.type, namespace, serial)
-        for serial, f in enumerate(dataclasses.fields(cls))
-        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
+def has_default(f: dataclasses.Field[Any]) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
+def assert_given(value: Any, argument: Any, name: str) -> None:
+    if isinstance(argument, (str, int, float)):  # compiled, unboxed and boxed anew
+        assert value == argument and type(value) is type(argument), name
+    else:
+        assert value is argument, name
 
 
 @pytest.mark.parametrize(
@@ -99,6 +99,7 @@ def test_a_stated_init_takes_and_sets_what_the_generated_one_would(
     parameters = [a.arg for a in init.args.args[1:]]
     assert parameters == [f.name for f in fields], "the constructor's parameters, in order"
     assert not init.args.kwonlyargs and init.args.vararg is None and init.args.kwarg is None
+    assert "__post_init__" not in vars(cls), "a stated __init__ does not call __post_init__"
 
     with_default = parameters[len(parameters) - len(init.args.defaults) :]
     defaults = dict(zip(with_default, init.args.defaults, strict=True))
@@ -106,14 +107,25 @@ def test_a_stated_init_takes_and_sets_what_the_generated_one_would(
         stated = defaults.get(f.name)
         if f.default is not dataclasses.MISSING:
             assert stated is not None, f"{f.name}: the field has a default"
-            assert eval(ast.unparse(stated), namespace) == f.default, f.name
+            value = eval(ast.unparse(stated), namespace)
+            assert value == f.default and type(value) is type(f.default), f.name
         elif f.default_factory is not dataclasses.MISSING:
             # None stands for "a new one", made per instance.
             assert stated is not None and ast.unparse(stated) == "None", f.name
         else:
             assert stated is None, f"{f.name}: the field has no default"
 
-    given = required_arguments(cls, namespace)
+    # Annotations read from the constructor: compiled, a field's own may be
+    # only ``type``.
+    annotations = [ast.unparse(a.annotation) for a in init.args.args[1:] if a.annotation]
+    assert len(annotations) == len(fields), "every parameter annotated"
+
+    # Only what has no default given: the defaults are set.
+    given = [
+        stand_in(annotation, namespace, serial)
+        for serial, (f, annotation) in enumerate(zip(fields, annotations, strict=True))
+        if not has_default(f)
+    ]
     made, again = cls(*given), cls(*given)
     it = iter(given)
     own = getattr(made, "__dict__", None)  # pure Python, without slots
@@ -122,17 +134,21 @@ def test_a_stated_init_takes_and_sets_what_the_generated_one_would(
         # (a default read from the class) in pure Python.
         value = getattr(made, f.name)
         assert own is None or f.name in own, f"{f.name}: not set"
-        if not f.init:
-            continue
         if f.default is not dataclasses.MISSING:
-            assert value == f.default, f.name
+            assert value == f.default and type(value) is type(f.default), f.name
         elif f.default_factory is not dataclasses.MISSING:
             assert value == f.default_factory(), f.name
             if isinstance(value, (dict, list, set)):
                 assert value is not getattr(again, f.name), f"{f.name}: shared between instances"
-        else:
-            argument = next(it)
-            if isinstance(argument, (str, int, float)):  # compiled, unboxed and boxed anew
-                assert value == argument, f.name
-            else:
-                assert value is argument, f.name
+        elif f.init:
+            assert_given(value, next(it), f.name)
+
+    # Every argument given, none its default: each is what is kept, by
+    # keyword and by position alike.
+    every = {
+        f.name: stand_in(annotation, namespace, serial, f.default)
+        for serial, (f, annotation) in enumerate(zip(fields, annotations, strict=True))
+    }
+    for made in (cls(**every), cls(*every.values())):
+        for field_name, argument in every.items():
+            assert_given(getattr(made, field_name), argument, field_name)
