@@ -11,14 +11,12 @@ import enum
 import importlib
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from queues.engine import compiled
 
-ENGINE = Path(compiled.__file__).resolve().parent
 # Dataclasses known to state their __init__; any other that does is checked too.
 STATED = {
     "assign": {"QuotaCheck", "FlavorOutcome", "PodSetAssignment", "Assignment"},
@@ -33,7 +31,7 @@ def stated_inits() -> list[tuple[str, str, ast.FunctionDef]]:
     modules whose source states an __init__."""
     found = []
     for module in compiled.MODULES:
-        tree = ast.parse((ENGINE / f"{module}.py").read_text())
+        tree = ast.parse((compiled.HERE / f"{module}.py").read_text())
         for node in tree.body:
             if not isinstance(node, ast.ClassDef):
                 continue
