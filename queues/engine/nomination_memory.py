@@ -203,6 +203,9 @@ class NominationMemory(SchedulerState):
         if self.queue_versions[queue.name] != version:
             return None
         node = self.tree.queues[queue.name]
+        # Below a root (or as one) a queue's borrowing level reads only its own
+        # usage, which its version covers: the same level, not worked out again.
+        levels_hold = node.parent is None or node.parent.parent is None
         figures: dict[FlavorResource, int] = {}
         for fr, value, available, level in reads:
             now = max(0, node.available(fr))
@@ -210,7 +213,7 @@ class NominationMemory(SchedulerState):
                 if (value <= now) != (value <= available):
                     return None
                 figures[fr] = now
-            if level is not None and node.borrowing_level(fr, value) != level:
+            if level is not None and not levels_hold and node.borrowing_level(fr, value) != level:
                 return None
         if searches and not self._still_without_victims(workload, queue, searches):
             return None
