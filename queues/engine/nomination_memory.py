@@ -155,8 +155,11 @@ class NominationMemory(SchedulerState):
             if witness is not None and figures is not None:
                 entry = known[1]
                 if figures:
-                    assert entry.assignment is not None
-                    entry = Entry(workload, queue, refreshed(entry.assignment, figures))
+                    # Worded when read (_worded, Pending.worded): a head left
+                    # standing is mostly never read.
+                    if entry.figures:
+                        figures = {**entry.figures, **figures}
+                    entry = Entry(workload, queue, entry.assignment, figures=figures)
                     # What it read now: a later reading is compared with these.
                     reads = tuple(
                         (fr, v, figures.get(fr, was), level) for fr, v, was, level in witness[1]
@@ -176,9 +179,27 @@ class NominationMemory(SchedulerState):
         self._nominations[workload.key] = (version, entry, witness)
         return entry
 
+    def _worded(self, entry: Entry) -> Entry:
+        """The nomination with the figures it read since its assignment was
+        made worded into it, as a head the cycle processes needs it; it then
+        stands in for the nomination."""
+        figures = entry.figures
+        if not figures:
+            return entry
+        assert entry.assignment is not None
+        worded = Entry(entry.workload, entry.queue, refreshed(entry.assignment, figures))
+        key = entry.workload.key
+        known = self._nominations.get(key)
+        if known is not None and known[1] is entry:
+            self._nominations[key] = (known[0], worded, known[2])
+        return worded
+
     def _check_reused(
         self, entry: Entry, witness: Witness | None, workload: Workload, queue: ClusterQueue
     ) -> None:
+        if entry.figures:
+            assert entry.assignment is not None
+            entry = Entry(workload, queue, refreshed(entry.assignment, entry.figures))
         fresh, read = self._nominate(workload, queue)
         given = (entry.assignment, entry.targets, entry.pending)
         if given != (fresh.assignment, fresh.targets, fresh.pending):

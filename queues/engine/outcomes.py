@@ -6,29 +6,75 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import copyreg
 from dataclasses import dataclass, field
 
 from mypy_extensions import mypyc_attr
 
-from queues.engine.assign import Assignment
+from queues.engine.assign import Assignment, refreshed
 from queues.engine.frozen_copies import rebuilt_by_fields
-from queues.engine.model import ClusterQueue, Workload
+from queues.engine.model import ClusterQueue, FlavorResource, Workload
 from queues.engine.victim_search import Reason, Target
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-@dataclass(frozen=True)
 class Pending:
-    """Why a workload is not admitted: a stable code and Kueue-style text."""
+    """Why a workload is not admitted: a stable code and Kueue-style text.
 
-    reason: str
-    message: str
+    The text of a head its assignment leaves pending (``Pending.worded``) is
+    put into words when first read. A StrictFIFO head that cannot fit is told
+    so in every cycle of its tree, with the figures of the moment, and in a
+    replay nobody reads most of them: worded at once, they were a tenth of
+    it. Not a dataclass, for that, but made, compared, hashed, copied and
+    pickled as the frozen one it was."""
 
-    # Stated, not generated: made by the million (see queues.engine.compiled).
-    # Frozen, it sets its fields as the generated one would.
     def __init__(self, reason: str, message: str) -> None:
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "message", message)
+        self.reason = reason
+        self._message: str | None = message
+        # What the text is worded from until it is: an assignment, and the
+        # quota figures read since it was made (see assign.refreshed).
+        self._assignment: Assignment | None = None
+        self._figures: dict[FlavorResource, int] | None = None
+
+    @staticmethod
+    def worded(
+        reason: str, assignment: Assignment, figures: dict[FlavorResource, int] | None
+    ) -> Pending:
+        """``assignment``'s message, with ``figures`` worded in, once read."""
+        told = Pending(reason, "")
+        told._message = None
+        told._assignment = assignment
+        told._figures = figures
+        return told
+
+    @property
+    def message(self) -> str:
+        message = self._message
+        if message is None:
+            assignment = self._assignment
+            assert assignment is not None
+            figures = self._figures
+            message = (refreshed(assignment, figures) if figures else assignment).message()
+            self._message = message
+            self._assignment = self._figures = None
+        return message
+
+    # A replay compares each group's answers with the cycle before's, mostly
+    # the very same object (a reused nomination's): not worded for that.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Pending):
+            return NotImplemented
+        return self is other or (self.reason == other.reason and self.message == other.message)
+
+    def __hash__(self) -> int:
+        return hash((self.reason, self.message))
+
+    def __repr__(self) -> str:
+        return f"Pending(reason={self.reason!r}, message={self.message!r})"
+
+
+def _pending_by_text(pending: Pending) -> tuple[type, tuple[str, str]]:
+    return Pending, (pending.reason, pending.message)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -91,6 +137,11 @@ class Entry:
     pending: Pending | None = None  # set when the head is inadmissible before assignment
     # Why its assignment leaves it pending (no fit, or no victims), once worded.
     told: Pending | None = None
+    # A reused nomination's quota figures read since its assignment was made,
+    # not yet worded into it (assign.refreshed): the scheduler words them in
+    # for a head it processes (``NominationMemory._worded``); a head left
+    # standing is told with them (``Pending.worded``).
+    figures: dict[FlavorResource, int] | None = None
 
     def __init__(
         self,
@@ -100,6 +151,7 @@ class Entry:
         targets: list[Target] | None = None,
         pending: Pending | None = None,
         told: Pending | None = None,
+        figures: dict[FlavorResource, int] | None = None,
     ) -> None:
         self.workload = workload
         self.queue = queue
@@ -107,6 +159,8 @@ class Entry:
         self.targets = [] if targets is None else targets
         self.pending = pending
         self.told = told
+        self.figures = figures
 
 
-rebuilt_by_fields(Pending, Preemption)
+rebuilt_by_fields(Preemption)
+copyreg.pickle(Pending, _pending_by_text)

@@ -194,11 +194,11 @@ class Scheduler(NominationMemory):
                     continue
                 popped = pending_queue.pop()
                 assert popped is resting, (name, popped, resting)
-                heads.append(entry)
+                heads.append(self._worded(entry))
                 continue
             workload = pending_queue.pop()
             if workload is not None:
-                heads.append(self._nomination(workload, queue))
+                heads.append(self._worded(self._nomination(workload, queue)))
         admitted_now: set[str] = set()
         victims: dict[str, Target] = {}
         # Usage that stands only for this cycle: preemptors waiting for their
@@ -358,13 +358,14 @@ class Scheduler(NominationMemory):
 
     def _no_fit(self, entry: Entry, assignment: Assignment) -> Pending:
         if entry.told is None:
-            entry.told = Pending(self._no_fit_reason(assignment), assignment.message())
+            reason = self._no_fit_reason(assignment)
+            entry.told = Pending.worded(reason, assignment, entry.figures)
         return entry.told
 
     @staticmethod
     def _no_victims(entry: Entry, assignment: Assignment) -> Pending:
         if entry.told is None:
-            entry.told = Pending("WaitingForQuota", assignment.message())
+            entry.told = Pending.worded("WaitingForQuota", assignment, entry.figures)
         return entry.told
 
     def _refusal(self, entry: Entry, victims: dict[str, Target]) -> tuple[Pending, str] | None:

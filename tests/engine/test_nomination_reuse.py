@@ -177,7 +177,8 @@ def test_a_head_whose_room_changed_is_answered_again_with_the_new_figures() -> N
         scheduler.add(copy.deepcopy(by_name["next"]))
         scheduler.cycle(now=2)  # admits "next" after the gang was nominated
         result = scheduler.cycle(now=3)
-        entry = scheduler._nominations["default/gang"][1]
+        # Kept with the figures read, worded in when the head is processed.
+        entry = scheduler._worded(scheduler._nominations["default/gang"][1])
         assert entry.assignment is not None
         (pod_set,) = entry.assignment.pod_sets
         said.append((result.evaluated["default/gang"], pod_set.reasons, pod_set.checks))
@@ -187,3 +188,81 @@ def test_a_head_whose_room_changed_is_answered_again_with_the_new_figures() -> N
     assert reasons == ["insufficient unused quota for nvidia.com/gpu in flavor h100, 3 more needed"]
     assert [c.available for c in checks] == [5]
     assert "3 more needed" in pending.message
+
+
+def test_figures_read_in_turn_are_all_worded_into_the_answer() -> None:
+    # The gang asks 8 GPUs and 40 cores where its cohort has 10 and 100.
+    # "other" takes 4 GPUs; the gang is nominated (6 GPUs free: 2 short).
+    # Then "more-gpus" takes one (5 free: 3 short) and "cores" 30 cores (70
+    # free): each time only the figures it read change, and the second time
+    # not the GPU one. Kept unworded in between (a head left standing), its
+    # answer must still say 3 short, as a fresh nomination does.
+    def queue(name: str, gpus: int, cores: int) -> dict[str, Any]:
+        quotas = [{"name": GPU, "nominalQuota": gpus}, {"name": "cpu", "nominalQuota": cores}]
+        return {
+            "name": name,
+            "cohortName": "c",
+            "queueingStrategy": "StrictFIFO",
+            "resourceGroups": [
+                {
+                    "coveredResources": [GPU, "cpu"],
+                    "flavors": [{"name": "h100", "resources": quotas}],
+                }
+            ],
+        }
+
+    def job(name: str, queue: str, at: int, **requests: int) -> dict[str, Any]:
+        asked = {GPU if r == "gpu" else r: n for r, n in requests.items()}
+        return {
+            "name": name,
+            "clusterQueue": queue,
+            "creationTime": at,
+            "podSets": [{"requests": asked}],
+        }
+
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [queue("q", 2, 20), queue("other", 8, 80)],
+            "workloads": [
+                job("first", "other", 0, gpu=4),
+                job("gang", "q", 1, gpu=8, cpu=40),
+                job("more-gpus", "other", 2, gpu=1),
+                job("cores", "other", 3, cpu=30),
+            ],
+        }
+    )
+    by_name = {w.name: w for w in scenario.workloads}
+    reusing, fresh = Scheduler(scenario.policy), Scheduler(scenario.policy)
+    fresh.reuse_nominations = False
+    said = []
+    for scheduler in (reusing, fresh):
+        told = []
+        # A head the cycle processes (a watched cycle pops every head) has the
+        # figures worded into its assignment, as whoever watches it reads it.
+        processed: list[Any] = []
+
+        def watch(entry: Any, process: Any, into: list[Any] = processed) -> None:
+            into.append(entry.assignment)
+            process()
+
+        for at, name in enumerate(["first", "gang", "more-gpus", "cores"]):
+            scheduler.add(copy.deepcopy(by_name[name]))
+            scheduler.cycle(now=2 * at)
+            if name == "cores":
+                scheduler.process_watch = watch
+            told.append(scheduler.cycle(now=2 * at + 1).evaluated.get("default/gang"))
+        (assignment,) = processed
+        (pod_set,) = assignment.pod_sets
+        said.append((told, pod_set.reasons, pod_set.checks))
+    assert reusing.refreshed == 2
+    assert said[0] == said[1]
+    told, reasons, checks = said[0]
+    assert told[0] is None
+    assert [p.message.split(", ")[-1] for p in told[1:]] == [
+        "2 more needed",
+        "3 more needed",
+        "3 more needed",
+    ]
+    assert reasons == ["insufficient unused quota for nvidia.com/gpu in flavor h100, 3 more needed"]
+    assert [(c.resource, c.available) for c in checks] == [(GPU, 5), ("cpu", 70_000)]

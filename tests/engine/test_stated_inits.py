@@ -20,7 +20,7 @@ from queues.engine import compiled
 # Dataclasses known to state their __init__; any other that does is checked too.
 STATED = {
     "assign": {"QuotaCheck", "FlavorOutcome", "PodSetAssignment", "Assignment"},
-    "outcomes": {"Pending", "Preemption", "CycleResult", "Entry"},
+    "outcomes": {"Preemption", "CycleResult", "Entry"},
     "replay_records": {"WorkloadRecord"},
     "victim_search": {"Target", "Candidate"},
 }
