@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from queues.engine.assign import Mode
 from queues.engine.model import Policy, Workload
 from queues.engine.scenario import parse
 from queues.engine.scheduler import Scheduler
@@ -266,3 +267,59 @@ def test_figures_read_in_turn_are_all_worded_into_the_answer() -> None:
     ]
     assert reasons == ["insufficient unused quota for nvidia.com/gpu in flavor h100, 3 more needed"]
     assert [(c.resource, c.available) for c in checks] == [(GPU, 5), ("cpu", 70_000)]
+
+
+def test_a_head_below_a_cohort_that_stopped_borrowing_is_asked_again() -> None:
+    # Cohort "team" (q: 2 GPUs, sib: 10) under root "org" with "far" (10).
+    # The gang asks 8 GPUs in q. With sib holding 5 the team would borrow
+    # from the root to hold it: it fits nowhere, no reclaiming can help
+    # (the root has nothing above it). Then far takes 1 and sib gives 1
+    # back: the gang still reads 7 free, but the team would now hold it
+    # within its own quota, where reclaiming could help: the same figure at
+    # another borrowing level, so its answer is asked again (its queue is
+    # neither at the root nor under it, so its version does not cover it).
+    def queue(name: str, cohort: str, gpus: int) -> dict[str, Any]:
+        spec = cohort_queue(name, gpus)
+        spec["cohortName"] = cohort
+        return spec
+
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "cohorts": [{"name": "org"}, {"name": "team", "parentName": "org"}],
+            "clusterQueues": [
+                queue("q", "team", 2),
+                queue("sib", "team", 10),
+                queue("far", "org", 10),
+            ],
+            "workloads": [
+                cohort_job("s1", "sib", 4, 0),
+                cohort_job("s2", "sib", 1, 0),
+                cohort_job("f1", "far", 10, 0),
+                cohort_job("gang", "q", 8, 1),
+                cohort_job("f2", "far", 1, 2),
+            ],
+        }
+    )
+    by_name = {w.name: w for w in scenario.workloads}
+    reusing, fresh = Scheduler(scenario.policy), Scheduler(scenario.policy)
+    fresh.reuse_nominations = False
+    reusing.check_reuse = True  # a reused answer that read otherwise fails here
+    modes = []
+    for scheduler in (reusing, fresh):
+        for name in ("s1", "s2", "f1"):
+            scheduler.add(copy.deepcopy(by_name[name]))
+        scheduler.cycle(now=0)
+        scheduler.cycle(now=0)  # s2, behind s1 in its StrictFIFO queue
+        scheduler.add(copy.deepcopy(by_name["gang"]))
+        scheduler.cycle(now=1)
+        scheduler.add(copy.deepcopy(by_name["f2"]))
+        scheduler.cycle(now=2)
+        scheduler.cycle(now=3)
+        scheduler.finish("default/s2")
+        scheduler.cycle(now=4)
+        entry = scheduler._nominations["default/gang"][1]
+        assert entry.assignment is not None
+        modes.append([c.mode for c in entry.assignment.pod_sets[0].checks])
+    assert reusing.nominated["q"] == 2  # asked again once the level moved
+    assert modes[0] == modes[1] == [Mode.NO_CANDIDATES]
