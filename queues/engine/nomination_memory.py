@@ -21,10 +21,7 @@ from queues.engine.assign import Read, refreshed
 from queues.engine.model import ClusterQueue, FlavorResource, Policy, Workload
 from queues.engine.outcomes import CycleResult, Entry, Pending
 from queues.engine.scheduler_state import SchedulerState
-
-# A victim search that read the cohort only to find no walk could succeed, as
-# (contested, usage): its answer, no victims, holds while that still does.
-HopelessRead = tuple[set[FlavorResource], dict[FlavorResource, int]]
+from queues.engine.victim_search import HopelessRead
 
 # What a nomination read, when that was only its own ClusterQueue (its version
 # in SchedulerState.queue_versions), its quota checks' readings, and victim

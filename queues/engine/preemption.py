@@ -32,7 +32,14 @@ from queues.engine.model import (
     Workload,
 )
 from queues.engine.quota import Node
-from queues.engine.victim_search import REASON_TEXT, Candidate, Reason, Target, Variant
+from queues.engine.victim_search import (
+    REASON_TEXT,
+    Candidate,
+    HopelessRead,
+    Reason,
+    Target,
+    Variant,
+)
 
 # approvals.lifecycle reads Kueue's reasons here, where they were defined first.
 __all__ = ["REASON_TEXT", "Preemptor", "Reason"]
@@ -121,7 +128,8 @@ class Preemptor(FairSharingSearch):
             return []
         if self._hopeless_at_once(queue, usage, contested, same):
             self.hopeless += 1
-            self.hopeless_reads.append((set(contested), dict(usage)))
+            read = (set(contested), dict(usage), same, preemptor.queue_order_time)
+            self.hopeless_reads.append(read)
             return []
         self.looked_past_queue = True
         hierarchy: list[Candidate] = []
@@ -167,17 +175,23 @@ class Preemptor(FairSharingSearch):
         self,
         preemptor: Workload,
         queue: ClusterQueue,
-        contested: set[FlavorResource],
-        usage: Mapping[FlavorResource, int],
+        read: HopelessRead,
     ) -> bool:
-        """Whether the classic search would again end before gathering a
-        candidate past the preemptor's queue: at its borrowing limit, or
-        hopeless at once. A search that ended so (in ``hopeless_reads``)
-        then gives the same answer, no victims, without being run."""
-        same = self._same_queue_candidates(preemptor, queue, contested)
-        node = self.tree.queues[queue.name]
-        if self.stop_at_borrowing_limit and self._beyond_borrowing_limit(node, usage, same):
-            return True
+        """Whether the classic search of ``read`` (in ``hopeless_reads``)
+        would again end before gathering a candidate past the preemptor's
+        queue: at its borrowing limit, or hopeless at once. It then gives the
+        same answer, no victims, without being run.
+
+        Asked while the preemptor's queue is as it was (a reused
+        nomination's version): its own candidates are those the search found,
+        unless its queue order time moved, and the search stopped short of
+        the borrowing limit then, so it would now."""
+        contested, usage, same, ordered_at = read
+        if preemptor.queue_order_time != ordered_at:
+            same = self._same_queue_candidates(preemptor, queue, contested)
+            node = self.tree.queues[queue.name]
+            if self.stop_at_borrowing_limit and self._beyond_borrowing_limit(node, usage, same):
+                return True
         return self._hopeless_at_once(queue, usage, contested, same)
 
     def _same_queue_candidates(

@@ -148,10 +148,7 @@ class Scheduler(NominationMemory):
         self, workload: Workload, queue: ClusterQueue, searches: tuple[HopelessRead, ...]
     ) -> bool:
         preemptor = self.preemptor_for(set())
-        return all(
-            preemptor.still_without_victims(workload, queue, contested, usage)
-            for contested, usage in searches
-        )
+        return all(preemptor.still_without_victims(workload, queue, read) for read in searches)
 
     def cycle(self, now: float | None = None, groups: set[str] | None = None) -> CycleResult:
         """One scheduling cycle; with ``groups``, one in each of those

@@ -73,6 +73,14 @@ class Candidate:
         self.lca = lca
 
 
+# A victim search that read the cohort only to find no walk could succeed:
+# what it contested and asked for, the candidates it found in the
+# preemptor's own queue and the preemptor's queue order time then. Its
+# answer, no victims, holds while that still does; the candidates while the
+# queue and that time are as they were (see Preemptor.still_without_victims).
+HopelessRead = tuple[set[FlavorResource], dict[FlavorResource, int], list[Candidate], float]
+
+
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class VictimSearch:
     """The search's state and shared steps, against the scheduler's current usage.
@@ -102,10 +110,10 @@ class VictimSearch:
         # anything there.
         self.looked_past_queue = False
         # Searches that read the cohort only to find that no walk could
-        # succeed (Preemptor._hopeless_at_once), as (contested, usage): their
-        # answer stays "no victims" while that still holds, which
+        # succeed (Preemptor._hopeless_at_once): their answer stays "no
+        # victims" while that still holds, which
         # Preemptor.still_without_victims asks again.
-        self.hopeless_reads: list[tuple[set[FlavorResource], dict[FlavorResource, int]]] = []
+        self.hopeless_reads: list[HopelessRead] = []
         # False: the classic search never gives up early at the preemptor's
         # borrowing limit (what that shortcut is checked against). A switch, not
         # a method to patch: compiled, the engine would not see the patch.

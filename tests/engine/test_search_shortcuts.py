@@ -25,6 +25,7 @@ from queues.engine.model import FlavorResource, Policy, Workload
 from queues.engine.result_codec import to_json
 from queues.engine.runner import scheduler_for
 from queues.engine.scenario import parse
+from queues.engine.scheduler import Scheduler
 from queues.engine.simulator import Simulator
 from tests.engine.test_nomination_reuse import simulator_for, streams
 from tests.engine.test_preemption_attempts_and_hierarchy import (
@@ -415,3 +416,45 @@ def test_a_hopeless_answer_is_not_reused_once_the_cohort_would_let_a_victim_free
             assert gang.first_admitted is not None and gang.first_admitted < 1_000
             assert low.preemptions == 1
     assert said[True] == said[False]
+
+
+def test_a_hopeless_search_asked_again_keeps_its_own_queues_candidates_while_they_hold() -> None:
+    # The scene above, as "brief" ends: the gang's search, asked again, finds
+    # victims possible with "low" gone ("low" is its own queue's candidate).
+    # Its read kept the candidates found then; they stand for the queue's
+    # while the preemptor's queue order time is the one read (its queue is
+    # unchanged whenever the read is asked again): here a read kept with none
+    # says "still hopeless". Once the time moved, they are gathered again.
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "cohorts": [{"name": "division"}],
+            "clusterQueues": [_queue("training", 4), _queue("research", 6)],
+            "workloads": [
+                _job("peer", "training", 2, 10, 0, 9_000),
+                _job("low", "training", 2, 0, 0, 9_000),
+                _job("steady", "research", 3, 0, 0, 9_000),
+                _job("brief", "research", 2, 0, 0, 50),
+                _job("gang", "training", 4, 10, 1, 100),
+            ],
+        }
+    )
+    by_name = {w.name: w for w in scenario.workloads}
+    scheduler = Scheduler(scenario.policy)
+    for name in ("peer", "low", "steady", "brief"):
+        scheduler.add(by_name[name])
+        scheduler.cycle(now=0)
+    gang = by_name["gang"]
+    scheduler.add(gang)
+    scheduler.cycle(now=1)
+    witness = scheduler._nominations[gang.key][2]
+    assert witness is not None
+    ((contested, usage, same, ordered_at),) = witness[2]
+    assert [c.workload.name for c in same] == ["low"] and ordered_at == gang.queue_order_time
+    scheduler.finish("default/brief")
+    queue = scenario.policy.cluster_queues["training"]
+    preemptor = scheduler.preemptor_for(set())
+    assert not preemptor.still_without_victims(gang, queue, (contested, usage, same, ordered_at))
+    assert preemptor.still_without_victims(gang, queue, (contested, usage, [], ordered_at))
+    moved = ordered_at - 1
+    assert not preemptor.still_without_victims(gang, queue, (contested, usage, [], moved))
