@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from mypy_extensions import mypyc_attr
 
-from queues.engine.assign import Read, refreshed
+from queues.engine.assign import Read
 from queues.engine.model import ClusterQueue, FlavorResource, Policy, Workload
 from queues.engine.outcomes import CycleResult, Entry, Pending
 from queues.engine.scheduler_state import SchedulerState
@@ -180,11 +180,9 @@ class NominationMemory(SchedulerState):
         """The nomination with the figures it read since its assignment was
         made worded into it, as a head the cycle processes needs it; it then
         stands in for the nomination."""
-        figures = entry.figures
-        if not figures:
+        worded = entry.worded()
+        if worded is entry:
             return entry
-        assert entry.assignment is not None
-        worded = Entry(entry.workload, entry.queue, refreshed(entry.assignment, figures))
         key = entry.workload.key
         known = self._nominations.get(key)
         if known is not None and known[1] is entry:
@@ -194,9 +192,7 @@ class NominationMemory(SchedulerState):
     def _check_reused(
         self, entry: Entry, witness: Witness | None, workload: Workload, queue: ClusterQueue
     ) -> None:
-        if entry.figures:
-            assert entry.assignment is not None
-            entry = Entry(workload, queue, refreshed(entry.assignment, entry.figures))
+        entry = entry.worded()
         fresh, read = self._nominate(workload, queue)
         given = (entry.assignment, entry.targets, entry.pending)
         if given != (fresh.assignment, fresh.targets, fresh.pending):

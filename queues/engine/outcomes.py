@@ -161,6 +161,15 @@ class Entry:
         self.told = told
         self.figures = figures
 
+    def worded(self) -> Entry:
+        """This entry with its ``figures`` worded into its assignment (itself
+        when it has none)."""
+        figures = self.figures
+        if not figures:
+            return self
+        assert self.assignment is not None
+        return Entry(self.workload, self.queue, refreshed(self.assignment, figures))
+
 
 rebuilt_by_fields(Preemption)
 copyreg.pickle(Pending, _pending_by_text)
