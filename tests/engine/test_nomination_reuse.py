@@ -128,25 +128,34 @@ def test_a_nomination_is_asked_again_when_its_own_queue_changed_though_its_figur
     assert [(p.victim, p.reason) for p in result.preempted] == [("default/low", "InClusterQueue")]
 
 
-def cohort_queue(name: str, nominal: int) -> dict[str, Any]:
-    """A StrictFIFO queue of ``nominal`` h100 GPUs in cohort "c"."""
-    quota = {"name": GPU, "nominalQuota": nominal}
+def cohort_queue(name: str, nominal: int, cores: int | None = None) -> dict[str, Any]:
+    """A StrictFIFO queue of ``nominal`` h100 GPUs (and ``cores`` cores) in cohort "c"."""
+    quotas: list[dict[str, Any]] = [{"name": GPU, "nominalQuota": nominal}]
+    if cores is not None:
+        quotas.append({"name": "cpu", "nominalQuota": cores})
     return {
         "name": name,
         "cohortName": "c",
         "queueingStrategy": "StrictFIFO",
         "resourceGroups": [
-            {"coveredResources": [GPU], "flavors": [{"name": "h100", "resources": [quota]}]}
+            {
+                "coveredResources": [q["name"] for q in quotas],
+                "flavors": [{"name": "h100", "resources": quotas}],
+            }
         ],
     }
 
 
-def cohort_job(name: str, queue: str, gpus: int, at: int) -> dict[str, Any]:
+def cohort_job(name: str, queue: str, gpus: int, at: int, cores: int = 0) -> dict[str, Any]:
+    """Asking ``gpus`` GPUs, and ``cores`` cores if any (then no GPUs if none)."""
+    requests: dict[str, int] = {GPU: gpus} if gpus or not cores else {}
+    if cores:
+        requests["cpu"] = cores
     return {
         "name": name,
         "clusterQueue": queue,
         "creationTime": at,
-        "podSets": [{"requests": {GPU: gpus}}],
+        "podSets": [{"requests": requests}],
     }
 
 
@@ -198,38 +207,15 @@ def test_figures_read_in_turn_are_all_worded_into_the_answer() -> None:
     # free): each time only the figures it read change, and the second time
     # not the GPU one. Kept unworded in between (a head left standing), its
     # answer must still say 3 short, as a fresh nomination does.
-    def queue(name: str, gpus: int, cores: int) -> dict[str, Any]:
-        quotas = [{"name": GPU, "nominalQuota": gpus}, {"name": "cpu", "nominalQuota": cores}]
-        return {
-            "name": name,
-            "cohortName": "c",
-            "queueingStrategy": "StrictFIFO",
-            "resourceGroups": [
-                {
-                    "coveredResources": [GPU, "cpu"],
-                    "flavors": [{"name": "h100", "resources": quotas}],
-                }
-            ],
-        }
-
-    def job(name: str, queue: str, at: int, **requests: int) -> dict[str, Any]:
-        asked = {GPU if r == "gpu" else r: n for r, n in requests.items()}
-        return {
-            "name": name,
-            "clusterQueue": queue,
-            "creationTime": at,
-            "podSets": [{"requests": asked}],
-        }
-
     scenario = parse(
         {
             "resourceFlavors": [{"name": "h100"}],
-            "clusterQueues": [queue("q", 2, 20), queue("other", 8, 80)],
+            "clusterQueues": [cohort_queue("q", 2, cores=20), cohort_queue("other", 8, cores=80)],
             "workloads": [
-                job("first", "other", 0, gpu=4),
-                job("gang", "q", 1, gpu=8, cpu=40),
-                job("more-gpus", "other", 2, gpu=1),
-                job("cores", "other", 3, cpu=30),
+                cohort_job("first", "other", 4, 0),
+                cohort_job("gang", "q", 8, 1, cores=40),
+                cohort_job("more-gpus", "other", 1, 2),
+                cohort_job("cores", "other", 0, 3, cores=30),
             ],
         }
     )
@@ -277,7 +263,7 @@ def test_a_head_below_a_cohort_that_stopped_borrowing_is_asked_again() -> None:
     # back: the gang still reads 7 free, but the team would now hold it
     # within its own quota, where reclaiming could help: the same figure at
     # another borrowing level, so its answer is asked again (its queue is
-    # neither at the root nor under it, so its version does not cover it).
+    # neither a root nor directly under one: its version does not cover that).
     def queue(name: str, cohort: str, gpus: int) -> dict[str, Any]:
         spec = cohort_queue(name, gpus)
         spec["cohortName"] = cohort

@@ -380,6 +380,24 @@ def _job(name: str, queue: str, gpus: int, priority: int, at: int, runtime: int)
     }
 
 
+def _hopeless_scene() -> dict[str, Any]:
+    """A cohort of 10 GPUs: "training" holds its 4 ("peer" at the gang's
+    priority, "low" below it), "research" 5 of its 6 ("brief" ends soon);
+    the gang asks 4 in training."""
+    return {
+        "resourceFlavors": [{"name": "h100"}],
+        "cohorts": [{"name": "division"}],
+        "clusterQueues": [_queue("training", 4), _queue("research", 6)],
+        "workloads": [
+            _job("peer", "training", 2, 10, 0, 9_000),
+            _job("low", "training", 2, 0, 0, 9_000),
+            _job("steady", "research", 3, 0, 0, 9_000),
+            _job("brief", "research", 2, 0, 0, 50),
+            _job("gang", "training", 4, 10, 1, 100),
+        ],
+    }
+
+
 def test_a_hopeless_answer_is_not_reused_once_the_cohort_would_let_a_victim_free_enough() -> None:
     # The cohort has 10 GPUs: "training" holds its 4 ("peer" at the gang's
     # priority, "low" below it), "research" 5 of its 6. The gang asks 4:
@@ -388,20 +406,7 @@ def test_a_hopeless_answer_is_not_reused_once_the_cohort_would_let_a_victim_free
     # same borrowing level, but with "low" gone 5 would be, and "low" is its
     # victim. Reusing the hopeless answer because the figures fit no better
     # would leave the gang waiting for "low" to finish.
-    scenario = parse(
-        {
-            "resourceFlavors": [{"name": "h100"}],
-            "cohorts": [{"name": "division"}],
-            "clusterQueues": [_queue("training", 4), _queue("research", 6)],
-            "workloads": [
-                _job("peer", "training", 2, 10, 0, 9_000),
-                _job("low", "training", 2, 0, 0, 9_000),
-                _job("steady", "research", 3, 0, 0, 9_000),
-                _job("brief", "research", 2, 0, 0, 50),
-                _job("gang", "training", 4, 10, 1, 100),
-            ],
-        }
-    )
+    scenario = parse(_hopeless_scene())
     said = {}
     for reuse in (True, False):
         simulator = Simulator(
@@ -425,20 +430,7 @@ def test_a_hopeless_search_asked_again_keeps_its_own_queues_candidates_while_the
     # while the preemptor's queue order time is the one read (its queue is
     # unchanged whenever the read is asked again): here a read kept with none
     # says "still hopeless". Once the time moved, they are gathered again.
-    scenario = parse(
-        {
-            "resourceFlavors": [{"name": "h100"}],
-            "cohorts": [{"name": "division"}],
-            "clusterQueues": [_queue("training", 4), _queue("research", 6)],
-            "workloads": [
-                _job("peer", "training", 2, 10, 0, 9_000),
-                _job("low", "training", 2, 0, 0, 9_000),
-                _job("steady", "research", 3, 0, 0, 9_000),
-                _job("brief", "research", 2, 0, 0, 50),
-                _job("gang", "training", 4, 10, 1, 100),
-            ],
-        }
-    )
+    scenario = parse(_hopeless_scene())
     by_name = {w.name: w for w in scenario.workloads}
     scheduler = Scheduler(scenario.policy)
     for name in ("peer", "low", "steady", "brief"):
