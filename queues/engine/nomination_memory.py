@@ -98,9 +98,19 @@ class NominationMemory(SchedulerState):
             self._quiet.clear()
             return {}
         quiet: dict[str, dict[str, Pending]] = {}
-        for root, (signature, evaluated) in list(self._quiet.items()):
-            if groups is not None and self.group_of_root[root] not in groups:
-                continue  # looked at when its group cycles next
+        # The others are looked at when their groups cycle next.
+        roots = (
+            list(self._quiet)
+            if groups is None
+            else [
+                root
+                for group in groups
+                for root in self.roots_in.get(group, ())
+                if root in self._quiet
+            ]
+        )
+        for root in roots:
+            signature, evaluated = self._quiet[root]
             if signature == self._signature(root):
                 quiet[root] = evaluated
             else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from queues.engine.model import Workload
+from queues.engine.outcomes import told_as_before
 from queues.engine.scenario import Scenario
 from queues.engine.scheduler import CycleResult, Scheduler
 
@@ -47,7 +48,7 @@ def run_cycles(
         if result.changed:
             seen = {}
             continue
-        if all(seen.get(key) == pending for key, pending in result.evaluated.items()):
+        if told_as_before(seen, result.evaluated):
             break
         seen.update(result.evaluated)
     return total

@@ -66,6 +66,10 @@ class SchedulerState:
         # The independent group of each queue and of each root (queues.engine.groups).
         self.group_of = independent_groups(policy, self.tree)
         self.group_of_root = {self._root_of[name]: g for name, g in self.group_of.items()}
+        # Each group's roots, for what a cycle in some groups looks at there.
+        self.roots_in: dict[str, tuple[str, ...]] = {}
+        for root, group in sorted(self.group_of_root.items()):
+            self.roots_in[group] = (*self.roots_in.get(group, ()), root)
         self.queues_in: dict[str, int] = {}
         for group in self.group_of.values():
             self.queues_in[group] = self.queues_in.get(group, 0) + 1

@@ -38,6 +38,7 @@ from mypy_extensions import mypyc_attr
 
 from queues.engine.arrivals import Arrivals
 from queues.engine.model import CheckState, Policy, Workload
+from queues.engine.outcomes import told_as_before
 from queues.engine.replay_records import (
     SimulationResult,
     WorkloadRecord,
@@ -471,7 +472,7 @@ class Simulator:
             self._apply(result, now)
             if self.after_cycle is not None:
                 self.after_cycle(result)
-            changed, evaluated = self._by_group(result)
+            changed, evaluated = self._by_group(result, active)
             asking = self.scheduler.groups_asking_to_unpark() if at_once else set()
             for group in sorted(active):
                 rounds[group] -= 1
@@ -486,9 +487,7 @@ class Simulator:
                     pass
                 else:
                     outcome = evaluated.get(group)
-                    if outcome is None or all(
-                        seen[group].get(key) == pending for key, pending in outcome.items()
-                    ):
+                    if outcome is None or told_as_before(seen[group], outcome):
                         self._retry_backoff.pop(group, None)
                         active.discard(group)
                         continue
@@ -503,9 +502,17 @@ class Simulator:
         self._push(now + backoff, RETRY, group)
         self._retry_backoff[group] = min(backoff * 2, 600.0)
 
-    def _by_group(self, result: CycleResult) -> tuple[set[str], dict[str, dict[str, Any]]]:
-        """The groups a cycle changed something in, and what it said of each
-        group's heads."""
+    def _by_group(
+        self, result: CycleResult, cycled: set[str]
+    ) -> tuple[set[str], dict[str, dict[str, Any]]]:
+        """The groups a cycle in ``cycled`` changed something in, and what
+        it said of each group's heads."""
+        if len(cycled) == 1:
+            # A cycle in one group admits, preempts and evaluates only there
+            # (Scheduler.cycle): nothing to look up per workload.
+            (group,) = cycled
+            changed = {group} if result.changed else set()
+            return changed, ({group: result.evaluated} if result.evaluated else {})
         group_of = self.scheduler.group_of
         records = self.records
         changed = {group_of[records[key].cluster_queue] for key in result.admitted}
