@@ -173,11 +173,9 @@ class Scheduler(NominationMemory):
         leave_standing = self.process_watch is None and self._skipping_allowed()
         for name in self.board.ready_among(groups):
             root = self._root_of[name]
-            if root in quiet:
+            if root in quiet or name in self._stopped:
                 continue
             queue = self.policy.cluster_queues[name]
-            if not self._active(queue):
-                continue
             if root not in before:
                 before[root] = self._signature(root)
             pending_queue = self.queues[name]
