@@ -14,10 +14,6 @@ from queues.engine.scheduler import Scheduler
 from tests.engine.test_nomination_reuse import cohort_job, cohort_queue
 
 
-def _queue(name: str, nominal: int, cohort: str) -> dict[str, Any]:
-    return {**cohort_queue(name, nominal), "cohortName": cohort}
-
-
 def _two_trees() -> tuple[Scheduler, dict[str, Any]]:
     """Cohorts "a" and "b", each of 10 GPUs: a gang of 16 that never fits
     in its StrictFIFO queue and a job filling the other queue; two late jobs
@@ -26,10 +22,10 @@ def _two_trees() -> tuple[Scheduler, dict[str, Any]]:
         {
             "resourceFlavors": [{"name": "h100"}],
             "clusterQueues": [
-                _queue("gangs-a", 2, "a"),
-                _queue("jobs-a", 8, "a"),
-                _queue("gangs-b", 2, "b"),
-                _queue("jobs-b", 8, "b"),
+                cohort_queue("gangs-a", 2, cohort="a"),
+                cohort_queue("jobs-a", 8, cohort="a"),
+                cohort_queue("gangs-b", 2, cohort="b"),
+                cohort_queue("jobs-b", 8, cohort="b"),
             ],
             "workloads": [
                 cohort_job("gang-a", "gangs-a", 16, 0),

@@ -128,14 +128,16 @@ def test_a_nomination_is_asked_again_when_its_own_queue_changed_though_its_figur
     assert [(p.victim, p.reason) for p in result.preempted] == [("default/low", "InClusterQueue")]
 
 
-def cohort_queue(name: str, nominal: int, cores: int | None = None) -> dict[str, Any]:
-    """A StrictFIFO queue of ``nominal`` h100 GPUs (and ``cores`` cores) in cohort "c"."""
+def cohort_queue(
+    name: str, nominal: int, cores: int | None = None, cohort: str = "c"
+) -> dict[str, Any]:
+    """A StrictFIFO queue of ``nominal`` h100 GPUs (and ``cores`` cores) in ``cohort``."""
     quotas: list[dict[str, Any]] = [{"name": GPU, "nominalQuota": nominal}]
     if cores is not None:
         quotas.append({"name": "cpu", "nominalQuota": cores})
     return {
         "name": name,
-        "cohortName": "c",
+        "cohortName": cohort,
         "queueingStrategy": "StrictFIFO",
         "resourceGroups": [
             {
@@ -264,19 +266,14 @@ def test_a_head_below_a_cohort_that_stopped_borrowing_is_asked_again() -> None:
     # within its own quota, where reclaiming could help: the same figure at
     # another borrowing level, so its answer is asked again (its queue is
     # neither a root nor directly under one: its version does not cover that).
-    def queue(name: str, cohort: str, gpus: int) -> dict[str, Any]:
-        spec = cohort_queue(name, gpus)
-        spec["cohortName"] = cohort
-        return spec
-
     scenario = parse(
         {
             "resourceFlavors": [{"name": "h100"}],
             "cohorts": [{"name": "org"}, {"name": "team", "parentName": "org"}],
             "clusterQueues": [
-                queue("q", "team", 2),
-                queue("sib", "team", 10),
-                queue("far", "org", 10),
+                cohort_queue("q", 2, cohort="team"),
+                cohort_queue("sib", 10, cohort="team"),
+                cohort_queue("far", 10, cohort="org"),
             ],
             "workloads": [
                 cohort_job("s1", "sib", 4, 0),
