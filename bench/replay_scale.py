@@ -62,9 +62,6 @@ them cost. ``--workers N`` splits the replay into its independent cohort trees
 (``queues.engine.split``), replays them in N processes and merges the results
 (the same result as one process gives: ``tests/engine/test_split.py``); it
 prints each group's time and the merge's. Progress goes to stdout as it runs.
-``--hash-seed N`` (default 0; ``random`` for none) replays under
-``PYTHONHASHSEED=N``: the seed of string hashing moves a replay's time by as
-much as a sixth (never what it answers), so runs compare only under the same one.
 Pure engine: no Django, no database. Prints figures; asserts nothing. It says
 first whether the engine runs compiled (``make install`` compiles it with
 mypyc) or as pure Python; ``BERTH_PURE_ENGINE=1`` compares the two.
@@ -320,31 +317,11 @@ def main() -> int:
         metavar="SECONDS",
         help="print the figures so far about every SECONDS, as a what-if run stores them",
     )
-    parser.add_argument(
-        "--hash-seed",
-        default="0",
-        metavar="N",
-        help="PYTHONHASHSEED to replay under (0 to 4294967295, or random); default 0",
-    )
     args = parser.parse_args()
-    seed = args.hash_seed
-    if seed != "random" and not (seed.isdigit() and int(seed) <= 4_294_967_295):
-        parser.error(
-            f"--hash-seed: {seed!r} must be a whole number from 0 to 4294967295, or random"
-        )
-    if os.environ.get("PYTHONHASHSEED", "random") != seed:
-        # String hashing is seeded per process, and the seed moves a replay's
-        # time (one build replayed the million in 429.5 to 499.2 s under three
-        # seeds), though never what it answers: runs compare only under the
-        # same one. Started again under it, as Python reads it only at start.
-        os.execve(
-            sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": seed}
-        )
     if args.tracemalloc:
         tracemalloc.start()
     baseline = rss_mib()
     print(f"engine: {queues.engine.ENGINE.why}")
-    print(f"string hashing: PYTHONHASHSEED={os.environ['PYTHONHASHSEED']} (--hash-seed)")
     print(
         f"generating {args.workloads:,} workloads: {args.teams} teams in {args.divisions} "
         f"cohorts, {args.days:g} days, seed {args.seed}",
