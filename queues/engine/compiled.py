@@ -84,6 +84,7 @@ MODULES = (
     "replay_records",
     "scheduler",
     "scheduler_state",
+    "settling",
     "simulator",
     "topology",
     "usage_meter",

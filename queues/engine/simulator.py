@@ -1,7 +1,7 @@
 """Discrete-event simulation of a workload stream under a policy.
 
 Events on a virtual clock: arrivals, scheduling cycles (run at every event time
-until a cycle changes nothing, as Kueue's scheduler loops), completions after
+until a cycle changes nothing, as Kueue's scheduler loops: ``settling``), completions after
 each workload's runtime, preemptions (the victim loses the work since its last
 checkpoint and queues again, keeping its place by creation time, as Kueue
 does) and the delayed re-queueing of parked workloads when capacity may have
@@ -38,7 +38,6 @@ from mypy_extensions import mypyc_attr
 
 from queues.engine.arrivals import Arrivals
 from queues.engine.model import CheckState, Policy, Workload
-from queues.engine.outcomes import told_as_before
 from queues.engine.replay_records import (
     SimulationResult,
     WorkloadRecord,
@@ -47,6 +46,7 @@ from queues.engine.replay_records import (
     longest_run,
 )
 from queues.engine.scheduler import CycleResult, Scheduler
+from queues.engine.settling import Settler
 from queues.engine.usage_meter import QueueTotals, UsageMeter, extend_totals
 
 __all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count", "longest_run"]
@@ -78,10 +78,6 @@ PODS_READY = "pods-ready"
 PODS_TIMEOUT = "pods-timeout"
 REQUEUE = "requeue"
 SAMPLE = "sample"
-
-
-# The first back-off after a livelock when parked workloads requeue at once.
-RETRY_FLOOR = 1.0
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -162,8 +158,7 @@ class Simulator:
         }
         self.admissions = 0
         self.finished = 0
-        self.livelocks = 0
-        self._retry_backoff: dict[str, float] = {}
+        self.settler = Settler(self.scheduler, self.records, requeue_delay)
         self._groups = sorted(set(self.scheduler.group_of.values()))
         self._last_event: dict[str, float] = {}
 
@@ -234,7 +229,7 @@ class Simulator:
             self._event(now, kind, payload, touched)
         for group in touched:
             self._last_event[group] = now
-        self._schedule(now, touched)
+        self.settler.settle(now, touched, self._cycled, self._retry)
         self.meter.settle(now)
         for group in sorted(self.scheduler.groups_asking_to_unpark()):
             if group in self._unpark_due:
@@ -337,7 +332,7 @@ class Simulator:
             series=self.meter.series,
             cycles=self.scheduler.cycles,
             admissions=self.admissions,
-            livelocks=self.livelocks,
+            livelocks=self.settler.livelocks,
             horizon=self.horizon,
             admission_log=self.admission_log,
         )
@@ -441,92 +436,14 @@ class Simulator:
                 self._admitted(checked.key, now)
                 self._started(checked, now)
 
-    def _schedule(self, now: float, touched: set[str]) -> None:
-        """Cycle until stable, as Kueue's scheduler loop (and ``run_cycles``)
-        does: a cycle that admits nothing but found heads it had not evaluated
-        yet (a BestEffortFIFO head it parked leaves the next one to the next
-        cycle) is followed by another; stable is a cycle that changes nothing
-        and evaluates no new head, with the same outcome.
+    def _cycled(self, result: CycleResult, now: float) -> None:
+        """What one of an event time's cycles decided, carried out."""
+        self._apply(result, now)
+        if self.after_cycle is not None:
+            self.after_cycle(result)
 
-        Each independent group (``queues.engine.groups``) something happened in
-        cycles until it is stable itself; the others, stable since their last
-        event, are left alone. A group's cycles are what they would be were it
-        replayed on its own, which is what lets a replay be split.
-
-        A policy can make workloads preempt each other round and round (a
-        StrictFIFO victim older than its queue's own preemptor takes the freed
-        quota back, say); Kueue would churn, cycle after cycle. Past a bound of
-        changing cycles the group counts a livelock and retries later, backing
-        off, so time moves on."""
-        at_once = self.requeue_delay <= 0
-        active = set(touched)
-        limit = {g: 4 * self.scheduler.queues_in[g] + 50 for g in active}
-        # Each quiet cycle evaluates some head for the first time: bounded.
-        rounds = {g: limit[g] + self.scheduler.workloads_in[g] + 1 for g in active}
-        changes = dict.fromkeys(active, 0)
-        seen: dict[str, dict[str, object]] = {g: {} for g in active}
-        while active:
-            if at_once:  # parked workloads are candidates again in the very next cycle
-                self.scheduler.apply_unpark_requests(active)
-            result = self.scheduler.cycle(now, active)
-            self._apply(result, now)
-            if self.after_cycle is not None:
-                self.after_cycle(result)
-            changed, evaluated = self._by_group(result, active)
-            asking = self.scheduler.groups_asking_to_unpark() if at_once else set()
-            for group in sorted(active):
-                rounds[group] -= 1
-                if group in changed:
-                    changes[group] += 1
-                    seen[group] = {}
-                    if changes[group] >= limit[group]:
-                        self._livelock(group, now)
-                        active.discard(group)
-                        continue
-                elif group in asking:
-                    pass
-                else:
-                    outcome = evaluated.get(group)
-                    if outcome is None or told_as_before(seen[group], outcome):
-                        self._retry_backoff.pop(group, None)
-                        active.discard(group)
-                        continue
-                    seen[group].update(outcome)
-                if not rounds[group]:
-                    self._retry_backoff.pop(group, None)
-                    active.discard(group)
-
-    def _livelock(self, group: str, now: float) -> None:
-        self.livelocks += 1
-        backoff = self._retry_backoff.get(group, self.requeue_delay or RETRY_FLOOR)
-        self._push(now + backoff, RETRY, group)
-        self._retry_backoff[group] = min(backoff * 2, 600.0)
-
-    def _by_group(
-        self, result: CycleResult, cycled: set[str]
-    ) -> tuple[set[str], dict[str, dict[str, Any]]]:
-        """The groups a cycle in ``cycled`` changed something in, and what
-        it said of each group's heads."""
-        if len(cycled) == 1:
-            # A cycle in one group admits, preempts and evaluates only there
-            # (Scheduler.cycle): nothing to look up per workload.
-            (group,) = cycled
-            changed = {group} if result.changed else set()
-            return changed, ({group: result.evaluated} if result.evaluated else {})
-        group_of = self.scheduler.group_of
-        records = self.records
-        changed = {group_of[records[key].cluster_queue] for key in result.admitted}
-        changed |= {group_of[records[key].cluster_queue] for key in result.reserved}
-        changed |= {group_of[p.cluster_queue] for p in result.preempted}
-        evaluated: dict[str, dict[str, Any]] = {}
-        for key, pending in result.evaluated.items():
-            group = group_of[records[key].cluster_queue]
-            into = evaluated.get(group)  # no setdefault: its default is built every call
-            if into is None:
-                evaluated[group] = {key: pending}
-            else:
-                into[key] = pending
-        return changed, evaluated
+    def _retry(self, at: float, group: str) -> None:
+        self._push(at, RETRY, group)
 
     def _apply(self, result: CycleResult, now: float) -> None:
         for key in result.admitted:

@@ -2,7 +2,7 @@
 admits, preempts and tells heads only there, whether it asks them or reports
 a quiet tree's last answers (``NominationMemory._quiet_trees``). The
 simulator counts on it: a cycle in one group is that group's outcome as a
-whole (``Simulator._by_group``), with nothing looked up per workload."""
+whole (``Settler._by_group``), with nothing looked up per workload."""
 
 from __future__ import annotations
 

@@ -1,0 +1,139 @@
+"""Cycling the groups an event time touched until each of them is stable.
+
+Kueue's scheduler loops: a cycle that admits nothing but found heads it had
+not evaluated yet (a BestEffortFIFO head it parked leaves the next one to the
+next cycle) is followed by another; stable is a cycle that changes nothing
+and evaluates no new head, with the same outcome. ``run_cycles`` does it for
+one scheduler on its own; ``Settler`` does it for the simulator, group by
+group.
+
+Each independent group (``queues.engine.groups``) something happened in
+cycles until it is stable itself; the others, stable since their last event,
+are left alone. A group's cycles are what they would be were it replayed on
+its own, which is what lets a replay be split.
+
+A policy can make workloads preempt each other round and round (a StrictFIFO
+victim older than its queue's own preemptor takes the freed quota back, say);
+Kueue would churn, cycle after cycle. Past a bound of changing cycles the
+group counts a livelock and retries later, backing off, so time moves on.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mypy_extensions import mypyc_attr
+
+from queues.engine.outcomes import CycleResult, told_as_before
+from queues.engine.replay_records import WorkloadRecord
+from queues.engine.scheduler import Scheduler
+
+# The first back-off after a livelock when parked workloads requeue at once.
+RETRY_FLOOR = 1.0
+# The longest a livelocked group waits before it tries again.
+RETRY_CEILING = 600.0
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Settler:
+    """Runs ``scheduler``'s cycles at one event time until the groups it is
+    given are stable, counting livelocks and backing each group off after
+    its own. ``records`` (each workload's by key) tells a workload's queue
+    when a cycle ran in several groups at once."""
+
+    def __init__(
+        self, scheduler: Scheduler, records: Mapping[str, WorkloadRecord], requeue_delay: float
+    ) -> None:
+        self.scheduler = scheduler
+        self.records = records
+        self.requeue_delay = requeue_delay
+        self.livelocks = 0
+        self._backoff: dict[str, float] = {}
+
+    def settle(
+        self,
+        now: float,
+        touched: set[str],
+        apply: Callable[[CycleResult, float], None],
+        retry: Callable[[float, str], None],
+    ) -> None:
+        """Cycles in the ``touched`` groups until each is stable, or has
+        livelocked and will retry. What a cycle decides is the caller's to
+        carry out: ``apply(result, now)`` is called with every cycle's result,
+        before the next cycle; ``retry(at, group)`` asks for a group's cycles
+        again at ``at``, after a livelock.
+
+        Given at each call, not kept: a copy of the simulator (a rehearsal's
+        deep copy) would keep calling the original's methods, which compiled
+        code hands to ``copy`` as built-in functions, copied as they are."""
+        scheduler = self.scheduler
+        at_once = self.requeue_delay <= 0
+        active = set(touched)
+        limit = {g: 4 * scheduler.queues_in[g] + 50 for g in active}
+        # Each quiet cycle evaluates some head for the first time: bounded.
+        rounds = {g: limit[g] + scheduler.workloads_in[g] + 1 for g in active}
+        changes = dict.fromkeys(active, 0)
+        seen: dict[str, dict[str, object]] = {g: {} for g in active}
+        while active:
+            if at_once:  # parked workloads are candidates again in the very next cycle
+                scheduler.apply_unpark_requests(active)
+            result = scheduler.cycle(now, active)
+            apply(result, now)
+            changed, evaluated = self._by_group(result, active)
+            asking = scheduler.groups_asking_to_unpark() if at_once else set()
+            for group in sorted(active):
+                rounds[group] -= 1
+                if group in changed:
+                    changes[group] += 1
+                    seen[group] = {}
+                    if changes[group] >= limit[group]:
+                        self._livelock(group, now, retry)
+                        active.discard(group)
+                        continue
+                elif group in asking:
+                    pass
+                else:
+                    outcome = evaluated.get(group)
+                    if outcome is None or told_as_before(seen[group], outcome):
+                        self._backoff.pop(group, None)
+                        active.discard(group)
+                        continue
+                    seen[group].update(outcome)
+                if not rounds[group]:
+                    self._backoff.pop(group, None)
+                    active.discard(group)
+
+    def _livelock(self, group: str, now: float, retry: Callable[[float, str], None]) -> None:
+        self.livelocks += 1
+        backoff = self._backoff.get(group, self.requeue_delay or RETRY_FLOOR)
+        retry(now + backoff, group)
+        self._backoff[group] = min(backoff * 2, RETRY_CEILING)
+
+    def _by_group(
+        self, result: CycleResult, cycled: set[str]
+    ) -> tuple[set[str], dict[str, dict[str, Any]]]:
+        """The groups a cycle in ``cycled`` changed something in, and what
+        it said of each group's heads."""
+        if len(cycled) == 1:
+            # A cycle in one group admits, preempts and evaluates only there
+            # (Scheduler.cycle): nothing to look up per workload.
+            (group,) = cycled
+            changed = {group} if result.changed else set()
+            return changed, ({group: result.evaluated} if result.evaluated else {})
+        group_of = self.scheduler.group_of
+        records = self.records
+        changed = {group_of[records[key].cluster_queue] for key in result.admitted}
+        changed |= {group_of[records[key].cluster_queue] for key in result.reserved}
+        changed |= {group_of[p.cluster_queue] for p in result.preempted}
+        evaluated: dict[str, dict[str, Any]] = {}
+        for key, pending in result.evaluated.items():
+            group = group_of[records[key].cluster_queue]
+            into = evaluated.get(group)  # no setdefault: its default is built every call
+            if into is None:
+                evaluated[group] = {key: pending}
+            else:
+                into[key] = pending
+        return changed, evaluated
