@@ -22,6 +22,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,7 +34,8 @@ from queues.engine.scheduler import Scheduler
 
 # The first back-off after a livelock when parked workloads requeue at once.
 RETRY_FLOOR = 1.0
-# The longest a livelocked group waits before it tries again.
+# The longest a livelocked group waits before it tries again; past it, it
+# waits for something else to happen in it.
 RETRY_CEILING = 600.0
 
 
@@ -64,7 +66,8 @@ class Settler:
         livelocked and will retry. What a cycle decides is the caller's to
         carry out: ``apply(result, now)`` is called with every cycle's result,
         before the next cycle; ``retry(at, group)`` asks for a group's cycles
-        again at ``at``, after a livelock.
+        again at ``at`` after a livelock (infinity: only once something else
+        happens in it).
 
         Given at each call, not kept: a copy of the simulator (a rehearsal's
         deep copy) would keep calling the original's methods, which compiled
@@ -107,8 +110,15 @@ class Settler:
                     active.discard(group)
 
     def _livelock(self, group: str, now: float, retry: Callable[[float, str], None]) -> None:
+        """Tried again after a back-off that doubles, up to ``RETRY_CEILING``;
+        a group that still churns then is not tried again on its own (retry
+        at infinity) until something else happens in it: left to retry, a
+        churn whose victim is preempted last would never let a replay end."""
         self.livelocks += 1
         backoff = self._backoff.get(group, self.requeue_delay or RETRY_FLOOR)
+        if backoff >= RETRY_CEILING:
+            retry(math.inf, group)
+            return
         retry(now + backoff, group)
         self._backoff[group] = min(backoff * 2, RETRY_CEILING)
 

@@ -128,8 +128,10 @@ class Simulator:
         self._run_started: dict[str, float] = {}
         self._requeued: dict[str, float] = {}  # key -> when it was last evicted
         self.admission_log: list[tuple[str, float, float]] = []
-        # Per independent group: when its parked workloads queue again.
+        # Per independent group: when its parked workloads queue again, and
+        # when it is tried again after a livelock.
         self._unpark_due: dict[str, float] = {}
+        self._retry_due: dict[str, float] = {}
         self.context = set(context)
         self.arrivals = Arrivals(workloads, self.context)
         # The same dict as the arrivals': each workload's record once it has arrived.
@@ -235,23 +237,51 @@ class Simulator:
             if group in self._unpark_due:
                 continue  # capacity freed again joins the batch already due
             if self.scheduler.has_parked_in(group):
-                self._unpark_due[group] = now + self.requeue_delay
-                self._push(self._unpark_due[group], UNPARK, group)
+                # Not before a group backing off after a livelock is tried again:
+                # freed by its own churn, its parked workloads would cycle it at
+                # once (requeue_delay 0), at this very instant, for ever.
+                due = max(now + self.requeue_delay, self._retry_due.get(group, now))
+                if due == math.inf:
+                    continue  # asked again when something else happens there
+                self._unpark_due[group] = due
+                self._push(due, UNPARK, group)
             else:  # nothing parked, nothing to wait for
                 self.scheduler.apply_unpark_requests({group})
 
     def _event(self, now: float, kind: str, payload: Any, touched: set[str]) -> None:
-        touched |= self._group_of_event(kind, payload)
+        if not self._cancelled(kind, payload):
+            groups = self._group_of_event(kind, payload)
+            touched |= groups
+            if self._retry_due:  # something happened there: a group given up on cycles again
+                for group in groups:
+                    if self._retry_due.get(group) == math.inf:
+                        del self._retry_due[group]
         if self.before_event is not None:
             self.before_event(now, kind, payload)
         self._handle(now, kind, payload)
         if self.after_event is not None:
             self.after_event(now, kind, payload)
 
+    @property
+    def given_up(self) -> set[str]:
+        """The groups that churned past the last back-off (``settling``): not
+        tried again on their own until something else happens in them."""
+        return {group for group, at in self._retry_due.items() if at == math.inf}
+
     def all_records(self) -> dict[str, WorkloadRecord]:
         """Every workload's record, in the order the workloads were given
         (``Arrivals.all_records``)."""
         return self.arrivals.all_records()
+
+    def _cancelled(self, kind: str, payload: Any) -> bool:
+        """A run's timer (its completion, time-out, pods ready) set for a run
+        evicted or stopped since: it happens in no group. A group that churns
+        (``settling``) sets one at every admission; each, cycling the group
+        again, would start the churn over, for ever."""
+        if kind not in (FINISH, TIMEOUT, PODS_READY, PODS_TIMEOUT):
+            return False
+        key, generation = payload
+        return bool(self._generation.get(key) != generation)
 
     def _group_of_event(self, kind: str, payload: Any) -> set[str]:
         """The independent groups an event happens in: a group's cycles run
@@ -412,6 +442,9 @@ class Simulator:
                 workload = self.scheduler.workloads[key]
                 group = self.scheduler.group_of[workload.cluster_queue]
                 self._push(workload.requeue_at or now, REQUEUE, group)
+        elif kind == RETRY:
+            if self._retry_due.get(payload) == now:  # not one set earlier and overtaken
+                del self._retry_due[payload]
         elif kind == REQUEUE:
             pass  # the cycle that follows queues what is due
         elif kind == SAMPLE:
@@ -443,7 +476,9 @@ class Simulator:
             self.after_cycle(result)
 
     def _retry(self, at: float, group: str) -> None:
-        self._push(at, RETRY, group)
+        self._retry_due[group] = at
+        if at < math.inf:
+            self._push(at, RETRY, group)
 
     def _apply(self, result: CycleResult, now: float) -> None:
         for key in result.admitted:

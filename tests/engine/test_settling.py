@@ -1,0 +1,158 @@
+"""A group whose workloads preempt each other round and round
+(``queues.engine.settling``): it counts a livelock, backs off and is tried
+again later, so the clock moves on; and while it backs off, nothing it did
+itself (parked workloads asking to queue again) cycles it again at the same
+instant, which with ``requeue_delay`` 0 once spun a replay there for ever.
+
+The churn comes from flavor assignment, as in Kueue: a gang of two pod sets
+(6 and 9 GPUs) takes flavor "a" for the first set whenever it fits there.
+With "small" (5 GPUs) borrowing on "a", the first set goes to "b" and the
+second preempts "small" on "a"; with "small" gone, the first set fits on "a",
+leaving no flavor for the second, and "small" is admitted again."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from queues.engine.model import (
+    BorrowWithinCohort,
+    ClusterQueue,
+    Cohort,
+    FlavorQuotas,
+    PodSet,
+    Policy,
+    Preemption,
+    QueueingStrategy,
+    Quota,
+    ReclaimWithinCohort,
+    ResourceFlavor,
+    ResourceGroup,
+    Workload,
+)
+from queues.engine.simulator import SimulationResult, Simulator
+
+GPU = "nvidia.com/gpu"
+
+
+def _queue(name: str, quotas: dict[str, Quota], **options: object) -> ClusterQueue:
+    flavors = tuple(FlavorQuotas(flavor, {GPU: quota}) for flavor, quota in quotas.items())
+    return ClusterQueue(
+        name=name,
+        cohort="c",
+        resource_groups=(ResourceGroup((GPU,), flavors),),
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def _policy() -> Policy:
+    """Cohort "c": flavor "a" has 2 GPUs of "gangs" and 8 of "lender", flavor
+    "b" 7 of "small", of which "gangs" may borrow all."""
+    return Policy(
+        flavors={name: ResourceFlavor(name) for name in ("a", "b")},
+        cohorts={"c": Cohort("c")},
+        cluster_queues={
+            "gangs": _queue(
+                "gangs",
+                {"a": Quota(2), "b": Quota(0, borrowing_limit=7)},
+                queueing_strategy=QueueingStrategy.STRICT_FIFO,
+                preemption=Preemption(
+                    reclaim_within_cohort=ReclaimWithinCohort.LOWER_PRIORITY,
+                    borrow_within_cohort=BorrowWithinCohort.LOWER_PRIORITY,
+                ),
+            ),
+            "small": _queue("small", {"a": Quota(0), "b": Quota(7)}),
+            "lender": _queue("lender", {"a": Quota(8)}),
+        },
+    )
+
+
+def _job(
+    name: str, queue: str, at: float, runtime: float, *gpus: int, priority: int = 0
+) -> Workload:
+    return Workload(
+        name=name,
+        cluster_queue=queue,
+        pod_sets=tuple(PodSet(f"ps{i}", 1, {GPU: n}) for i, n in enumerate(gpus)),
+        priority=priority,
+        creation_time=at,
+        runtime=runtime,
+    )
+
+
+def _churning() -> list[Workload]:
+    return [
+        _job("small", "small", 0, 15, 5),
+        _job("gang", "gangs", 1, 50, 6, 9, priority=2),
+    ]
+
+
+def _replay(workloads: list[Workload]) -> tuple[Simulator, SimulationResult]:
+    """Replayed with parked workloads queued again at once (requeue_delay 0,
+    Berth's simulated cluster) and victims gone at once; a replay that goes
+    on and on fails, not hangs."""
+    simulator = Simulator(
+        _policy(), [(w, "batch") for w in workloads], requeue_delay=0.0, eviction_delay=0.0
+    )
+    events = Counter[str]()
+
+    def count(now: float, kind: str, _: object) -> None:
+        events[kind] += 1
+        if events.total() > 5_000:
+            raise AssertionError(f"still going at {now}: {dict(events)}")
+
+    simulator.before_event = count
+    return simulator, simulator.run()
+
+
+def test_a_group_that_churns_counts_a_livelock_and_is_tried_again_later() -> None:
+    simulator, result = _replay(_churning())
+    # Tried again 1, 2, 4... seconds later, the clock moving on: once "small"
+    # outlasts the back-off, it finishes, and the gang churns no more.
+    assert result.livelocks >= 2
+    assert result.records["default/small"].finished is not None
+    # Each of its admissions set a completion, cancelled as it was preempted:
+    # those happen in no group and did not start the churn again.
+    assert result.records["default/gang"].first_admitted is None
+    assert simulator.now < 100
+
+
+def test_parked_workloads_do_not_cycle_a_group_again_while_it_backs_off() -> None:
+    # "small" comes after the gang: each churn ends with it preempted, which
+    # asks "never" (more than the cohort has, parked in the BestEffortFIFO
+    # "lender") to queue again. At once, it would cycle the group again at
+    # the same instant, for ever.
+    workloads = [
+        _job("never", "lender", 0, 10, 11),
+        _job("gang", "gangs", 1, 50, 6, 9, priority=2),
+        _job("small", "small", 2, 15, 5),
+    ]
+    simulator, result = _replay(workloads)
+    # Tried again 1, 2, ... 512 s later (1,023 s in all); at the ceiling it is
+    # left as it is, and the replay ends with the completions it cancelled.
+    assert result.livelocks == 11
+    assert simulator.now == 2 + 1_023 + 15
+    assert result.records["default/small"].finished is None
+
+
+def test_a_group_left_churning_is_tried_again_when_something_happens_there() -> None:
+    # "filler" (of higher priority than the gang) takes 5 GPUs of "a" for good:
+    # with "small" borrowing the rest, the gang's second pod set finds no
+    # flavor even with "small" preempted, and the churn ends.
+    workloads = [
+        _job("never", "lender", 0, 10, 11),
+        _job("gang", "gangs", 1, 50, 6, 9, priority=2),
+        _job("small", "small", 2, 15, 5),
+        _job("filler", "lender", 5_000, math.inf, 5, priority=3),
+    ]
+    simulator = Simulator(
+        _policy(), [(w, "batch") for w in workloads], requeue_delay=0.0, eviction_delay=0.0
+    )
+    simulator.begin()
+    simulator.advance(until=4_000)
+    assert simulator.given_up == {"c"} and simulator.settler.livelocks == 11
+    simulator.advance()
+    assert simulator.given_up == set() and simulator.settler.livelocks == 11
+    records = simulator.result().records
+    assert records["default/filler"].first_admitted == 5_000
+    assert records["default/small"].finished == 5_015
