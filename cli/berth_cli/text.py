@@ -55,10 +55,11 @@ def start_estimate(
     earliest: datetime | None, latest: datetime | None, now: datetime, *, compact: bool = False
 ) -> str:
     """When a pending job may start: ``now``, ``in 5 min – 20 min``, ``in 1 h
-    or later``, or that no estimate can be made (work ahead of it declared no
-    run time)."""
+    or later``, or that it does not within the 30 days the engine looks ahead
+    (``queues.engine.estimate.HORIZON``): work ahead of it declared no run
+    time, say."""
     if earliest is None and latest is None:
-        return "not foreseeable (work ahead of it declared no run time)"
+        return "not within 30 days (work ahead of it may declare no run time)"
     low = max(0.0, (earliest - now).total_seconds()) if earliest else 0.0
     if latest is None:
         return "now or later" if low < 5 else f"in {duration(low, compact=compact)} or later"

@@ -11,6 +11,11 @@ run forever. The earliest run foresees no new arrivals; the latest one plays
 take capacity first: a higher priority, or, under BestEffortFIFO, smaller
 work that fits while it does not.
 
+Each run looks ``HORIZON`` (30 days) ahead: a start further away, or one
+that never comes (work ahead of it that runs for ever, a cohort tree whose
+workloads preempt each other every eviction for ever), is None. Without it,
+such a tree would keep a run going for ever.
+
 ``requeue_delay`` and ``eviction_delay`` are the cluster's (see
 ``Simulator``): a real Kueue's second and 30 s by default. Work holding quota
 while it waits for admission checks (an approval) is not running: the
@@ -29,11 +34,13 @@ from queues.engine.scheduler import Scheduler
 from queues.engine.simulator import Simulator
 
 NEVER = float("inf")
+# How far ahead the runs look (the CLI's and pages' "not within 30 days").
+HORIZON = 30 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
 class StartEstimate:
-    earliest: float | None  # seconds on the scheduler's clock; None: not within the horizon
+    earliest: float | None  # seconds on the scheduler's clock; None: not within HORIZON
     latest: float | None
 
     @property
@@ -107,6 +114,7 @@ def _first_admissions(
         stream,
         start=now,
         until_admitted=until,
+        horizon=now + HORIZON,
         requeue_delay=pace.requeue_delay,
         eviction_delay=pace.eviction_delay,
         check_delay=0.0 if early else pace.check_wait,

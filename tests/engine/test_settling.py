@@ -12,9 +12,13 @@ leaving no flavor for the second, and "small" is admitted again."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 from collections import Counter
+from collections.abc import Iterator
 
+from queues.engine.estimate import HORIZON, Pace, estimate_all, estimate_start
 from queues.engine.model import (
     BorrowWithinCohort,
     ClusterQueue,
@@ -30,6 +34,8 @@ from queues.engine.model import (
     ResourceGroup,
     Workload,
 )
+from queues.engine.runner import run_cycles
+from queues.engine.scheduler import Scheduler
 from queues.engine.simulator import SimulationResult, Simulator
 
 GPU = "nvidia.com/gpu"
@@ -156,3 +162,55 @@ def test_a_group_left_churning_is_tried_again_when_something_happens_there() -> 
     records = simulator.result().records
     assert records["default/filler"].first_admitted == 5_000
     assert records["default/small"].finished == 5_015
+
+
+@contextlib.contextmanager
+def _failing_after(seconds: int) -> Iterator[None]:
+    """Fails, not hangs, a forward run that would go on for ever (not a
+    time limit on a run that ends: it takes about a second)."""
+
+    def stop(*_: object) -> None:
+        raise AssertionError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _pending_gang_and_small() -> Scheduler:
+    """The cluster as sync might see it: "small" pending behind the gang in
+    the churning tree, neither admitted."""
+    scheduler = Scheduler(_policy(), now=0.0)
+    scheduler.add(_job("gang", "gangs", 0, 50, 6, 9, priority=2))
+    scheduler.add(_job("small", "small", 1, 15, 5))
+    scheduler.now = 2.0
+    return scheduler
+
+
+def test_start_estimates_end_on_a_tree_that_churns_at_every_eviction() -> None:
+    # Evicting taking an hour, the gang preempts "small" every hour for ever;
+    # no instant livelocks. The forward runs stop 30 days ahead: the gang
+    # does not start within them. (With the cluster's 30 s, the same.)
+    scheduler = _pending_gang_and_small()
+    pace = Pace(requeue_delay=1.0, eviction_delay=3600.0)
+    with _failing_after(120):
+        estimate = estimate_start(scheduler, "default/gang", pace=pace)
+        assert (estimate.earliest, estimate.latest) == (None, None)
+        assert estimate_all(scheduler, pace=pace)["default/gang"] == estimate
+    assert HORIZON == 30 * 24 * 3600
+
+
+def test_a_start_beyond_the_horizon_is_not_foreseen() -> None:
+    # "next" waits for "running", which has 40 days of its run left.
+    scheduler = Scheduler(_policy(), now=0.0)
+    running = _job("running", "lender", 0, 40 * 24 * 3600, 10)
+    scheduler.add(running)
+    run_cycles(scheduler, until_stable=True)
+    scheduler.add(_job("next", "lender", 1, 60, 10))
+    assert estimate_start(scheduler, "default/next").latest is None
+    running.runtime = 20 * 24 * 3600
+    assert estimate_start(scheduler, "default/next").latest == 20 * 24 * 3600 + 1

@@ -48,7 +48,7 @@ def test_times_and_relative_times() -> None:
 @pytest.mark.parametrize(
     ("earliest", "latest", "shown"),
     [
-        (None, None, "not foreseeable (work ahead of it declared no run time)"),
+        (None, None, "not within 30 days (work ahead of it may declare no run time)"),
         (NOW, NOW, "now"),  # the dry run printed this as two identical ISO timestamps
         (NOW + timedelta(minutes=5), NOW + timedelta(minutes=20), "in 5 min – 20 min"),
         (NOW + timedelta(hours=1), None, "in 1 h or later"),
@@ -102,4 +102,4 @@ def test_the_cli_writes_durations_and_estimates_as_the_pages_do() -> None:
     assert human_seconds(100_000) == "1d3h"  # the pages' "1 d 3 h"
     now = datetime.now(UTC).replace(microsecond=0)
     assert start_range({"earliest": now.isoformat(), "latest": now.isoformat()}) == "now"
-    assert start_range({"earliest": None, "latest": None}).startswith("not foreseeable")
+    assert start_range({"earliest": None, "latest": None}).startswith("not within 30 days")
