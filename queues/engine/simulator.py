@@ -128,8 +128,9 @@ class Simulator:
         self._run_started: dict[str, float] = {}
         self._requeued: dict[str, float] = {}  # key -> when it was last evicted
         self.admission_log: list[tuple[str, float, float]] = []
-        # Per independent group: when its parked workloads queue again, and
-        # when it is tried again after a livelock.
+        # Per independent group: when its parked workloads queue again; and,
+        # for one that livelocked at the last event time there, when it is
+        # tried again (infinity: once something else happens there).
         self._unpark_due: dict[str, float] = {}
         self._retry_due: dict[str, float] = {}
         self.context = set(context)
@@ -252,10 +253,9 @@ class Simulator:
         if not self._cancelled(kind, payload):
             groups = self._group_of_event(kind, payload)
             touched |= groups
-            if self._retry_due:  # something happened there: a group given up on cycles again
+            if self._retry_due:  # something happened there: its cycles say anew
                 for group in groups:
-                    if self._retry_due.get(group) == math.inf:
-                        del self._retry_due[group]
+                    self._retry_due.pop(group, None)
         if self.before_event is not None:
             self.before_event(now, kind, payload)
         self._handle(now, kind, payload)
@@ -442,9 +442,6 @@ class Simulator:
                 workload = self.scheduler.workloads[key]
                 group = self.scheduler.group_of[workload.cluster_queue]
                 self._push(workload.requeue_at or now, REQUEUE, group)
-        elif kind == RETRY:
-            if self._retry_due.get(payload) == now:  # not one set earlier and overtaken
-                del self._retry_due[payload]
         elif kind == REQUEUE:
             pass  # the cycle that follows queues what is due
         elif kind == SAMPLE:
