@@ -250,7 +250,8 @@ class Simulator:
                 self.scheduler.apply_unpark_requests({group})
 
     def _event(self, now: float, kind: str, payload: Any, touched: set[str]) -> None:
-        if not self._cancelled(kind, payload):
+        cancelled = self._cancelled(kind, payload)
+        if not cancelled:
             groups = self._group_of_event(kind, payload)
             touched |= groups
             if self._retry_due:  # something happened there: its cycles say anew
@@ -258,7 +259,8 @@ class Simulator:
                     self._retry_due.pop(group, None)
         if self.before_event is not None:
             self.before_event(now, kind, payload)
-        self._handle(now, kind, payload)
+        if not cancelled:
+            self._handle(now, kind, payload)
         if self.after_event is not None:
             self.after_event(now, kind, payload)
 
@@ -275,9 +277,9 @@ class Simulator:
 
     def _cancelled(self, kind: str, payload: Any) -> bool:
         """A run's timer (its completion, time-out, pods ready) set for a run
-        evicted or stopped since: it happens in no group. A group that churns
-        (``settling``) sets one at every admission; each, cycling the group
-        again, would start the churn over, for ever."""
+        evicted or stopped since: it happens in no group, and does nothing. A
+        group that churns (``settling``) sets one at every admission; each,
+        cycling the group again, would start the churn over, for ever."""
         if kind not in (FINISH, TIMEOUT, PODS_READY, PODS_TIMEOUT):
             return False
         key, generation = payload
@@ -378,12 +380,10 @@ class Simulator:
             self._progress_done = done
             self.progress(done, 1000)
 
-    def _stop_run(self, timer: tuple[str, int]) -> str | None:
-        """The workload a timer was set for, its run stopped and its completion
-        cancelled; None when it was evicted or finished since the timer was set."""
+    def _stop_run(self, timer: tuple[str, int]) -> str:
+        """The workload a timer (not ``_cancelled``) was set for, its run
+        stopped and its completion cancelled."""
         key, generation = timer
-        if self._generation.get(key) != generation:
-            return None
         self._generation[key] = generation + 1
         self._run_started.pop(key, None)
         return key
@@ -410,9 +410,7 @@ class Simulator:
                 self.records[workload.key].first_admitted = workload.admitted_at
                 self._started(workload, now)
         elif kind == FINISH:
-            key, generation = payload
-            if self._generation.get(key) != generation:
-                return  # evicted since: this completion was cancelled
+            key, _ = payload
             self.scheduler.finish(key)
             self.records[key].finished = now
             self.finished += 1
@@ -420,19 +418,14 @@ class Simulator:
                 self.progress(self.finished, self.total)
         elif kind == TIMEOUT:
             key = self._stop_run(payload)
-            if key is None:
-                return
             # Kueue deactivates it: it frees its quota and is not queued again.
             self.scheduler.finish(key)
             self.records[key].timed_out = now
         elif kind == PODS_READY:
-            key, generation = payload
-            if self._generation.get(key) == generation:
-                self.scheduler.pods_not_ready.discard(key)
+            key, _ = payload
+            self.scheduler.pods_not_ready.discard(key)
         elif kind == PODS_TIMEOUT:
             key = self._stop_run(payload)
-            if key is None:
-                return
             record = self.records[key]
             record.pods_ready_timeouts += 1
             if self.scheduler.pods_ready_timeout(key):
