@@ -164,6 +164,33 @@ def test_a_group_left_churning_is_tried_again_when_something_happens_there() -> 
     assert records["default/small"].finished == 5_015
 
 
+def test_work_parked_in_a_group_left_churning_queues_again_once_capacity_frees() -> None:
+    # "j0" (9 GPUs of "a", lender) arrives while "small" borrows "a" and is
+    # parked (BestEffortFIFO). The gang and "small" churn until the group is
+    # left (given up); "small" runs on, across its preemptions, until it
+    # finishes. That finish happens in the group: the group's retry time is
+    # cleared, so "j0" queues again requeue_delay later. Kept until a retry
+    # that never comes (the back-off at its ceiling), it would wait for ever
+    # beside a free flavor.
+    workloads = [
+        _job("small", "small", 0, 2_000, 5),
+        _job("gang", "gangs", 1, 50, 6, 9, priority=2),
+        _job("j0", "lender", 39, 30, 9, priority=1),
+    ]
+    simulator = Simulator(
+        _policy(), [(w, "batch") for w in workloads], requeue_delay=1.0, eviction_delay=0.0
+    )
+    simulator.begin()
+    simulator.advance(until=2_000)
+    assert simulator.given_up == {"c"}
+    assert simulator.result().records["default/j0"].first_admitted is None
+    simulator.advance()
+    records = simulator.result().records
+    finished = records["default/small"].finished
+    assert finished is not None and finished > 2_000
+    assert records["default/j0"].first_admitted == finished + 1.0
+
+
 @contextlib.contextmanager
 def _failing_after(seconds: int) -> Iterator[None]:
     """Fails, not hangs, a forward run that would go on for ever (not a
