@@ -49,7 +49,9 @@ admissions per second, the heads nominated afresh per queue class against the
 answers reused and those reused with their figures read again (in one
 process: where most of the time goes), the StrictFIFO heads left standing in
 their queues (told again, not popped), the victim searches that ended as
-hopeless without walking their candidates, resident memory
+hopeless without walking their candidates, the reused answers whose hopeless
+searches were asked again and how many of those were known to hold from
+the tree's usage alone (``preemption.hopeless_as_used``), resident memory
 after each phase and at its peak (``ru_maxrss``), and per queue class the
 workloads, admitted, p50 / p90 / mean wait and preemptions suffered.
 ``--tracemalloc`` (slow) also prints what holds the memory at the end of the
@@ -246,7 +248,9 @@ def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
         f"nominations {total:,} ({per_class}); answers reused {scheduler.reused:,}, "
         f"reused with their figures read again {scheduler.refreshed:,}; "
         f"StrictFIFO heads left standing (not popped) {scheduler.left_standing:,}; "
-        f"victim searches ended as hopeless {scheduler.hopeless:,}"
+        f"victim searches ended as hopeless {scheduler.hopeless:,}; reused answers' hopeless "
+        f"searches asked again {scheduler.hopeless_asked_again:,}, known to hold from usage "
+        f"alone {scheduler.hopeless_as_used:,}"
     )
 
 

@@ -32,6 +32,16 @@ from queues.engine.victim_search import HopelessRead
 Witness = tuple[int, tuple[Read, ...], tuple[HopelessRead, ...]]
 
 
+def _as_asked(witness: Witness | None) -> object:
+    """What a witness says was asked and answered, without the usage its
+    victim searches saw (``HopelessRead``'s last part): a snapshot of the
+    tree, which a reused answer keeps from when it was first asked."""
+    if witness is None:
+        return None
+    version, reads, searches = witness
+    return version, reads, tuple(search[:4] for search in searches)
+
+
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class NominationMemory(SchedulerState):
     """Cluster state, and what its cycles remember (the cycle itself is
@@ -66,9 +76,9 @@ class NominationMemory(SchedulerState):
 
     def _still_without_victims(
         self, workload: Workload, queue: ClusterQueue, searches: tuple[HopelessRead, ...]
-    ) -> bool:
-        """Whether each of those victim searches would again find no victims
-        at once (the scheduler's)."""
+    ) -> tuple[HopelessRead, ...] | None:
+        """Those victim searches as they stand if each would again find no
+        victims at once, else None (the scheduler's)."""
         raise NotImplementedError
 
     def _signature(self, root: str) -> tuple[int, int]:
@@ -158,9 +168,12 @@ class NominationMemory(SchedulerState):
                     self._check_reused(known[1], known[2], workload, queue)
                 return known[1]
             witness = known[2]
-            figures = None if witness is None else self._read_again(workload, queue, witness)
-            if witness is not None and figures is not None:
+            again = None if witness is None else self._read_again(workload, queue, witness)
+            if witness is not None and again is not None:
                 entry = known[1]
+                figures, searches = again
+                if searches is not witness[2]:
+                    witness = (witness[0], witness[1], searches)
                 if figures:
                     # Worded when read (_worded, Pending.worded): a head left
                     # standing is mostly never read.
@@ -207,12 +220,12 @@ class NominationMemory(SchedulerState):
         given = (entry.assignment, entry.targets, entry.pending)
         if given != (fresh.assignment, fresh.targets, fresh.pending):
             raise AssertionError(f"{workload.key}: reused {given}, afresh {fresh}")
-        if witness is not None and witness != read:
+        if witness is not None and _as_asked(witness) != _as_asked(read):
             raise AssertionError(f"{workload.key}: reused having read {witness}, afresh {read}")
 
     def _read_again(
         self, workload: Workload, queue: ClusterQueue, witness: Witness
-    ) -> dict[FlavorResource, int] | None:
+    ) -> tuple[dict[FlavorResource, int], tuple[HopelessRead, ...]] | None:
         """Whether a nomination that read only ``witness`` would give the same
         answer now; None if it might not. The same answer, whatever else
         changed in its tree (a StrictFIFO gang whose queue borrows up to its
@@ -222,7 +235,8 @@ class NominationMemory(SchedulerState):
         once: then {}. When only the room differs, but each request still fits
         or not as it did, the answer is the same but for its figures: then the
         available figures that changed, by flavor-resource (assign.refreshed
-        words the answer with them)."""
+        words the answer with them). With them, its victim searches as they
+        stand now (``_still_without_victims``)."""
         version, reads, searches = witness
         if self.queue_versions[queue.name] != version:
             return None
@@ -239,6 +253,9 @@ class NominationMemory(SchedulerState):
                 figures[fr] = now
             if level is not None and not levels_hold and node.borrowing_level(fr, value) != level:
                 return None
-        if searches and not self._still_without_victims(workload, queue, searches):
-            return None
-        return figures
+        if searches:
+            standing = self._still_without_victims(workload, queue, searches)
+            if standing is None:
+                return None
+            searches = standing
+        return figures, searches

@@ -39,6 +39,8 @@ from queues.engine.victim_search import (
     Reason,
     Target,
     Variant,
+    usage_along,
+    used_no_less,
 )
 
 # approvals.lifecycle reads Kueue's reasons here, where they were defined first.
@@ -58,6 +60,30 @@ _VARIANT_REASON = {
     Variant.RECLAIM_WITHOUT_BORROWING: Reason.IN_COHORT_RECLAMATION,
     Variant.RECLAIM_WHILE_BORROWING: Reason.IN_COHORT_RECLAIM_WHILE_BORROWING,
 }
+
+
+def hopeless_as_used(node: Node, preemptor: Workload, read: HopelessRead) -> bool:
+    """Whether a hopeless search (``read``) of a reused nomination, its
+    queue's version unchanged, would be hopeless again, known from usage
+    alone: the preemptor's queue order time as it was (so its own
+    candidates are too) and no level from its queue up using less of what it
+    asked for than then. With more used above it, no test of
+    ``_hopeless_at_once`` turns: the request fits the quota of no level
+    (``_fit_in_quota``: a level's room only shrinks), and it fits nowhere
+    with its own candidates gone (``_could_fit``: what a queue may take only
+    shrinks as usage above it grows). That last test takes its own
+    candidates out of the tree: below a cohort under another, what leaves
+    the upper cohort then depends on how much the middle one holds, so with
+    candidates this holds only where the queue's cohort is a root.
+    Otherwise ``still_without_victims`` asks again. A StrictFIFO gang
+    waiting in a busy cohort, whose tree only fills between its finishes, is
+    asked this at every admission there."""
+    if preemptor.queue_order_time != read[3]:
+        return False
+    parent = node.parent
+    if read[2] and parent is not None and parent.parent is not None:
+        return False
+    return used_no_less(node, read[1], read[4])
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -128,7 +154,8 @@ class Preemptor(FairSharingSearch):
             return []
         if self._hopeless_at_once(queue, usage, contested, same):
             self.hopeless += 1
-            read = (set(contested), dict(usage), same, preemptor.queue_order_time)
+            along = usage_along(node, usage)
+            read = (set(contested), dict(usage), same, preemptor.queue_order_time, along)
             self.hopeless_reads.append(read)
             return []
         self.looked_past_queue = True
@@ -186,7 +213,7 @@ class Preemptor(FairSharingSearch):
         nomination's version): its own candidates are those the search found,
         unless its queue order time moved, and the search stopped short of
         the borrowing limit then, so it would now."""
-        contested, usage, same, ordered_at = read
+        contested, usage, same, ordered_at, _ = read
         if preemptor.queue_order_time != ordered_at:
             same = self._same_queue_candidates(preemptor, queue, contested)
             node = self.tree.queues[queue.name]

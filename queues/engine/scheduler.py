@@ -40,8 +40,8 @@ from queues.engine.model import (
 from queues.engine.nomination_memory import HopelessRead, NominationMemory, Witness
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
 from queues.engine.placement import fits_on_nodes
-from queues.engine.preemption import Preemptor
-from queues.engine.victim_search import REASON_TEXT, Target
+from queues.engine.preemption import Preemptor, hopeless_as_used
+from queues.engine.victim_search import REASON_TEXT, Target, usage_along
 
 
 def _classic_order(entry: Entry) -> tuple[int, int, float, str]:
@@ -76,6 +76,10 @@ class Scheduler(NominationMemory):
         # scheduler ran: explanations and check_reuse's included; not a reused
         # answer's searches asked again by still_without_victims).
         self.hopeless = 0
+        # Reused answers whose hopeless victim searches were asked again, and
+        # those of them known to hold from usage alone (hopeless_as_used).
+        self.hopeless_asked_again = 0
+        self.hopeless_as_used = 0
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
@@ -146,9 +150,23 @@ class Scheduler(NominationMemory):
 
     def _still_without_victims(
         self, workload: Workload, queue: ClusterQueue, searches: tuple[HopelessRead, ...]
-    ) -> bool:
+    ) -> tuple[HopelessRead, ...] | None:
+        self.hopeless_asked_again += 1
+        node = self.tree.queues[queue.name]
+        if self.stop_when_hopeless and all(
+            hopeless_as_used(node, workload, read) for read in searches
+        ):
+            self.hopeless_as_used += 1
+            return searches
         preemptor = self.preemptor_for(set())
-        return all(preemptor.still_without_victims(workload, queue, read) for read in searches)
+        if not all(preemptor.still_without_victims(workload, queue, read) for read in searches):
+            return None
+        # Each is hopeless against the usage now: what later usage is held to
+        # (after a finish, the tree fills again from there).
+        return tuple(
+            (contested, usage, same, ordered_at, usage_along(node, usage))
+            for contested, usage, same, ordered_at, _ in searches
+        )
 
     def cycle(self, now: float | None = None, groups: set[str] | None = None) -> CycleResult:
         """One scheduling cycle; with ``groups``, one in each of those

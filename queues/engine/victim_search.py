@@ -75,10 +75,42 @@ class Candidate:
 
 # A victim search that read the cohort only to find no walk could succeed:
 # what it contested and asked for, the candidates it found in the
-# preemptor's own queue and the preemptor's queue order time then. Its
-# answer, no victims, holds while that still does; the candidates while the
-# queue and that time are as they were (see Preemptor.still_without_victims).
-HopelessRead = tuple[set[FlavorResource], dict[FlavorResource, int], list[Candidate], float]
+# preemptor's own queue, the preemptor's queue order time then, and the
+# usage of what it asked for at its queue and each cohort above, level by
+# level (``usage_along``). Its answer, no victims, holds while that still
+# does; the candidates while the queue and that time are as they were (see
+# Preemptor.still_without_victims).
+HopelessRead = tuple[
+    set[FlavorResource], dict[FlavorResource, int], list[Candidate], float, tuple[int, ...]
+]
+
+
+def usage_along(node: Node, usage: Mapping[FlavorResource, int]) -> tuple[int, ...]:
+    """The usage of ``usage``'s flavor-resources at ``node`` and at each
+    cohort above it, level by level."""
+    held: list[int] = []
+    level: Node | None = node
+    while level is not None:
+        used = level.usage
+        for fr in usage:
+            held.append(used.get(fr, 0))
+        level = level.parent
+    return tuple(held)
+
+
+def used_no_less(node: Node, usage: Mapping[FlavorResource, int], then: tuple[int, ...]) -> bool:
+    """Whether every level from ``node`` up uses at least as much of each
+    of ``usage``'s flavor-resources as ``then`` (``usage_along``) says."""
+    at = 0
+    level: Node | None = node
+    while level is not None:
+        used = level.usage
+        for fr in usage:
+            if used.get(fr, 0) < then[at]:
+                return False
+            at += 1
+        level = level.parent
+    return True
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

@@ -22,11 +22,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queues.engine.model import FlavorResource, Policy, Workload
+from queues.engine.preemption import hopeless_as_used
 from queues.engine.result_codec import to_json
 from queues.engine.runner import scheduler_for
 from queues.engine.scenario import parse
 from queues.engine.scheduler import Scheduler
 from queues.engine.simulator import Simulator
+from queues.engine.victim_search import HopelessRead
 from tests.engine.test_nomination_reuse import simulator_for, streams
 from tests.engine.test_preemption_attempts_and_hierarchy import (
     RECLAIM_ANY,
@@ -224,7 +226,7 @@ def _queue(name: str, nominal: int, strategy: str = "BestEffortFIFO") -> dict[st
     }
 
 
-def _gang_scenario() -> dict[str, Any]:
+def _gang_scenario(gang_at: float = 2) -> dict[str, Any]:
     """``training`` holds 8 of its 14 GPUs; ``research`` borrows 60 beyond its
     4; 2 of the cohort's 70 are free. A gang of 8 more would take ``training``
     past its nominal quota: it could only reclaim ``research``'s GPUs without
@@ -248,7 +250,7 @@ def _gang_scenario() -> dict[str, Any]:
         {
             "name": "gang",
             "clusterQueue": "training",
-            "creationTime": 2,
+            "creationTime": gang_at,
             "runtime": 100,
             "podSets": [{"count": 1, "requests": {GPU: 8}}],
         },
@@ -275,8 +277,10 @@ def _gang_scenario() -> dict[str, Any]:
     }
 
 
-def _replay_gang(hopeless: bool, reuse: bool = True) -> tuple[dict[str, Any], Simulator]:
-    scenario = parse(_gang_scenario())
+def _replay_gang(
+    hopeless: bool, reuse: bool = True, gang_at: float = 2
+) -> tuple[dict[str, Any], Simulator]:
+    scenario = parse(_gang_scenario(gang_at))
     simulator = Simulator(scenario.policy, [(w, "class") for w in scenario.workloads])
     simulator.scheduler.stop_when_hopeless = hopeless
     simulator.scheduler.reuse_nominations = reuse
@@ -307,6 +311,22 @@ def test_a_gang_found_hopeless_is_only_asked_whether_it_still_is() -> None:
     # and its queue changed (43 before hopeless searches were re-asked).
     assert scheduler.nominated["training"] == 3
     assert scheduler.refreshed >= 20
+    # Its cohort never used less than when it was found hopeless: known from
+    # usage alone each time, its search not run again (hopeless_as_used).
+    assert scheduler.hopeless_asked_again == scheduler.hopeless_as_used == 40
+
+
+def test_a_hopeless_search_asked_again_is_held_to_the_usage_it_saw_then() -> None:
+    # The gang arrives while "short-0" runs: found hopeless with the cohort
+    # using 69 GPUs. When "short-0" ends (68) the search is run again, still
+    # hopeless, and from then on held to 68: each later short ending (68
+    # again) is known from usage alone. Held to 69, each would run again.
+    reusing, simulator = _replay_gang(hopeless=True, gang_at=20)
+    fresh, _ = _replay_gang(hopeless=True, reuse=False, gang_at=20)
+    assert reusing == fresh
+    scheduler = simulator.scheduler
+    assert scheduler.hopeless_asked_again == 39
+    assert scheduler.hopeless_as_used == 38
 
 
 def _victims(
@@ -441,12 +461,53 @@ def test_a_hopeless_search_asked_again_keeps_its_own_queues_candidates_while_the
     scheduler.cycle(now=1)
     witness = scheduler._nominations[gang.key][2]
     assert witness is not None
-    ((contested, usage, same, ordered_at),) = witness[2]
+    ((contested, usage, same, ordered_at, along),) = witness[2]
     assert [c.workload.name for c in same] == ["low"] and ordered_at == gang.queue_order_time
     scheduler.finish("default/brief")
     queue = scenario.policy.cluster_queues["training"]
     preemptor = scheduler.preemptor_for(set())
-    assert not preemptor.still_without_victims(gang, queue, (contested, usage, same, ordered_at))
-    assert preemptor.still_without_victims(gang, queue, (contested, usage, [], ordered_at))
+    assert not preemptor.still_without_victims(
+        gang, queue, (contested, usage, same, ordered_at, along)
+    )
+    assert preemptor.still_without_victims(gang, queue, (contested, usage, [], ordered_at, along))
     moved = ordered_at - 1
-    assert not preemptor.still_without_victims(gang, queue, (contested, usage, [], moved))
+    assert not preemptor.still_without_victims(gang, queue, (contested, usage, [], moved, along))
+
+
+def _gang_found_hopeless(scene: dict[str, Any]) -> tuple[Scheduler, Workload, HopelessRead]:
+    """The scene above up to the gang's first cycle: its one hopeless read."""
+    scenario = parse(scene)
+    by_name = {w.name: w for w in scenario.workloads}
+    scheduler = Scheduler(scenario.policy)
+    for name in ("peer", "low", "steady", "brief"):
+        scheduler.add(by_name[name])
+        scheduler.cycle(now=0)
+    gang = by_name["gang"]
+    scheduler.add(gang)
+    scheduler.cycle(now=1)
+    witness = scheduler._nominations[gang.key][2]
+    assert witness is not None
+    ((read),) = witness[2]
+    return scheduler, gang, read
+
+
+def test_a_hopeless_search_is_known_from_usage_only_where_nothing_can_free_more() -> None:
+    # Found hopeless with "low" its own queue's candidate; known to hold
+    # again without running it while no level uses less, the gang's queue
+    # order time as read, and the queue's cohort a root.
+    scheduler, gang, read = _gang_found_hopeless(_hopeless_scene())
+    node = scheduler.tree.queues["training"]
+    assert hopeless_as_used(node, gang, read)
+    moved = (read[0], read[1], read[2], read[3] - 1, read[4])
+    assert not hopeless_as_used(node, gang, moved)
+    scheduler.finish("default/brief")  # the cohort uses less: asked again
+    assert not hopeless_as_used(node, gang, read)
+    # Under a cohort under another, taking its own candidates out of the
+    # tree frees the upper cohort as the middle one holds: asked again.
+    nested = _hopeless_scene()
+    nested["cohorts"] = [{"name": "org"}, {"name": "division", "parentName": "org"}]
+    scheduler, gang, read = _gang_found_hopeless(nested)
+    node = scheduler.tree.queues["training"]
+    assert node.parent is not None and node.parent.parent is not None
+    assert read[2] and not hopeless_as_used(node, gang, read)
+    assert hopeless_as_used(node, gang, (read[0], read[1], [], read[3], read[4]))
