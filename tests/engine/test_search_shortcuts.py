@@ -443,39 +443,9 @@ def test_a_hopeless_answer_is_not_reused_once_the_cohort_would_let_a_victim_free
     assert said[True] == said[False]
 
 
-def test_a_hopeless_search_asked_again_keeps_its_own_queues_candidates_while_they_hold() -> None:
-    # The scene above, as "brief" ends: the gang's search, asked again, finds
-    # victims possible with "low" gone ("low" is its own queue's candidate).
-    # Its read kept the candidates found then; they stand for the queue's
-    # while the preemptor's queue order time is the one read (its queue is
-    # unchanged whenever the read is asked again): here a read kept with none
-    # says "still hopeless". Once the time moved, they are gathered again.
-    scenario = parse(_hopeless_scene())
-    by_name = {w.name: w for w in scenario.workloads}
-    scheduler = Scheduler(scenario.policy)
-    for name in ("peer", "low", "steady", "brief"):
-        scheduler.add(by_name[name])
-        scheduler.cycle(now=0)
-    gang = by_name["gang"]
-    scheduler.add(gang)
-    scheduler.cycle(now=1)
-    witness = scheduler._nominations[gang.key][2]
-    assert witness is not None
-    ((contested, usage, same, ordered_at, along),) = witness[2]
-    assert [c.workload.name for c in same] == ["low"] and ordered_at == gang.queue_order_time
-    scheduler.finish("default/brief")
-    queue = scenario.policy.cluster_queues["training"]
-    preemptor = scheduler.preemptor_for(set())
-    assert not preemptor.still_without_victims(
-        gang, queue, (contested, usage, same, ordered_at, along)
-    )
-    assert preemptor.still_without_victims(gang, queue, (contested, usage, [], ordered_at, along))
-    moved = ordered_at - 1
-    assert not preemptor.still_without_victims(gang, queue, (contested, usage, [], moved, along))
-
-
 def _gang_found_hopeless(scene: dict[str, Any]) -> tuple[Scheduler, Workload, HopelessRead]:
-    """The scene above up to the gang's first cycle: its one hopeless read."""
+    """``_hopeless_scene`` (or a variant) up to the gang's first cycle: its
+    one hopeless read."""
     scenario = parse(scene)
     by_name = {w.name: w for w in scenario.workloads}
     scheduler = Scheduler(scenario.policy)
@@ -487,8 +457,30 @@ def _gang_found_hopeless(scene: dict[str, Any]) -> tuple[Scheduler, Workload, Ho
     scheduler.cycle(now=1)
     witness = scheduler._nominations[gang.key][2]
     assert witness is not None
-    ((read),) = witness[2]
+    (read,) = witness[2]
     return scheduler, gang, read
+
+
+def test_a_hopeless_search_asked_again_keeps_its_own_queues_candidates_while_they_hold() -> None:
+    # The scene above, as "brief" ends: the gang's search, asked again, finds
+    # victims possible with "low" gone ("low" is its own queue's candidate).
+    # Its read kept the candidates found then; they stand for the queue's
+    # while the preemptor's queue order time is the one read (its queue is
+    # unchanged whenever the read is asked again): here a read kept with none
+    # says "still hopeless". Once the time moved, they are gathered again.
+    scheduler, gang, (contested, usage, same, ordered_at, along) = _gang_found_hopeless(
+        _hopeless_scene()
+    )
+    assert [c.workload.name for c in same] == ["low"] and ordered_at == gang.queue_order_time
+    scheduler.finish("default/brief")
+    queue = scheduler.policy.cluster_queues["training"]
+    preemptor = scheduler.preemptor_for(set())
+    assert not preemptor.still_without_victims(
+        gang, queue, (contested, usage, same, ordered_at, along)
+    )
+    assert preemptor.still_without_victims(gang, queue, (contested, usage, [], ordered_at, along))
+    moved = ordered_at - 1
+    assert not preemptor.still_without_victims(gang, queue, (contested, usage, [], moved, along))
 
 
 def test_a_hopeless_search_is_known_from_usage_only_where_nothing_can_free_more() -> None:
