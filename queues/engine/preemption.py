@@ -227,6 +227,10 @@ class Preemptor(FairSharingSearch):
         policy = queue.preemption.within_cluster_queue
         if policy is WithinClusterQueue.NEVER:
             return []
+        if policy is WithinClusterQueue.LOWER_PRIORITY and self._none_lower(
+            queue.name, preemptor.priority
+        ):
+            return []
         node = self.tree.queues[queue.name]
         return [
             Candidate(workload, node, Variant.WITHIN_QUEUE)
@@ -234,6 +238,17 @@ class Preemptor(FairSharingSearch):
             if self._uses(workload, contested)
             and self._satisfies(policy.value, preemptor, workload)
         ]
+
+    def _none_lower(self, queue: str, priority: int) -> bool:
+        """Whether no workload holding quota in ``queue`` has a priority
+        below ``priority``, known without looking at them: a queue of one
+        priority class (interactive work at 0, a month of it running in a
+        big team's queue) is asked at every search there."""
+        known = self.reserved_priorities
+        if known is None:
+            return False
+        held = known.get(queue)
+        return held is not None and all(held_at >= priority for held_at in held)
 
     def _hopeless_at_once(
         self,

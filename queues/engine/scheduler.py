@@ -101,6 +101,7 @@ class Scheduler(NominationMemory):
         )
         preemptor.stop_at_borrowing_limit = self.stop_at_borrowing_limit
         preemptor.stop_when_hopeless = self.stop_when_hopeless
+        preemptor.reserved_priorities = self.reserved_priorities
         return preemptor
 
     def assign(self, workload: Workload, exclude: set[str] | None = None) -> Assignment:

@@ -59,6 +59,12 @@ class SchedulerState:
         self.placer = placer_for(policy)
         self.workloads: dict[str, Workload] = {}
         self.reserved: dict[str, dict[str, Workload]] = {name: {} for name in policy.cluster_queues}
+        # Per ClusterQueue, how many of the workloads holding quota there have
+        # each priority: a victim search within the queue that may take only
+        # lower priorities knows at once when none is (Preemptor._none_lower).
+        self.reserved_priorities: dict[str, dict[int, int]] = {
+            name: {} for name in policy.cluster_queues
+        }
         self.usage_of: dict[str, dict[FlavorResource, int]] = {}
         fairness = policy.admission_fair_sharing
         self.ledger = UsageLedger(fairness, now) if fairness is not None else None
@@ -195,7 +201,11 @@ class SchedulerState:
             self.unstamped.add(workload.key)
         usage = workload.usage()
         self.usage_of[workload.key] = usage
-        self.reserved[workload.cluster_queue][workload.key] = workload
+        held = self.reserved[workload.cluster_queue]
+        if workload.key not in held:
+            counts = self.reserved_priorities[workload.cluster_queue]
+            counts[workload.priority] = counts.get(workload.priority, 0) + 1
+        held[workload.key] = workload
         self.tree.add(workload.cluster_queue, usage)
         self.status.pop(workload.key, None)
         if self.placer is not None:
@@ -211,7 +221,14 @@ class SchedulerState:
         self._unpark_requests |= affected
         self.unstamped.discard(workload.key)
         usage = self.usage_of.pop(workload.key, {})
-        self.reserved[workload.cluster_queue].pop(workload.key, None)
+        held = self.reserved[workload.cluster_queue].pop(workload.key, None)
+        if held is not None:
+            counts = self.reserved_priorities[workload.cluster_queue]
+            left = counts[held.priority] - 1
+            if left:
+                counts[held.priority] = left
+            else:
+                del counts[held.priority]
         self.tree.remove(workload.cluster_queue, usage)
         if self.placer is not None:
             self.placer.release(workload.key)

@@ -146,6 +146,10 @@ class VictimSearch:
         # victims" while that still holds, which
         # Preemptor.still_without_victims asks again.
         self.hopeless_reads: list[HopelessRead] = []
+        # Per ClusterQueue, the priorities of the workloads holding quota there
+        # and how many of each (SchedulerState.reserved_priorities); None: not
+        # known, the queue's workloads are looked at.
+        self.reserved_priorities: Mapping[str, Mapping[int, int]] | None = None
         # False: the classic search never gives up early at the preemptor's
         # borrowing limit (what that shortcut is checked against). A switch, not
         # a method to patch: compiled, the engine would not see the patch.

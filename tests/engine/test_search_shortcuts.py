@@ -503,3 +503,29 @@ def test_a_hopeless_search_is_known_from_usage_only_where_nothing_can_free_more(
     assert node.parent is not None and node.parent.parent is not None
     assert read[2] and not hopeless_as_used(node, gang, read)
     assert hopeless_as_used(node, gang, (read[0], read[1], [], read[3], read[4]))
+
+
+def test_the_priorities_held_per_queue_follow_every_hold_and_release() -> None:
+    # The victim search within a queue that may take only lower priorities
+    # reads them (Preemptor._none_lower) instead of the queue's workloads:
+    # after every cycle of a replay with preemptions within a queue and in
+    # its cohort, they are those of the workloads holding quota there.
+    scenario = parse(_hopeless_scene())
+    simulator = Simulator(scenario.policy, [(w, "c") for w in scenario.workloads])
+    scheduler = simulator.scheduler
+    checked: list[int] = []
+
+    def compare(_: object) -> None:
+        for name, held in scheduler.reserved.items():
+            counts: dict[int, int] = {}
+            for workload in held.values():
+                counts[workload.priority] = counts.get(workload.priority, 0) + 1
+            assert scheduler.reserved_priorities[name] == counts, name
+        checked.append(len(checked))
+
+    simulator.after_cycle = compare
+    result = simulator.run()
+    assert result.records["default/low"].preemptions == 1
+    assert len(checked) > 5
+    preemptor = scheduler.preemptor_for(set())
+    assert preemptor.reserved_priorities is scheduler.reserved_priorities
