@@ -101,16 +101,7 @@ def usage_along(node: Node, usage: Mapping[FlavorResource, int]) -> tuple[int, .
 def used_no_less(node: Node, usage: Mapping[FlavorResource, int], then: tuple[int, ...]) -> bool:
     """Whether every level from ``node`` up uses at least as much of each
     of ``usage``'s flavor-resources as ``then`` (``usage_along``) says."""
-    at = 0
-    level: Node | None = node
-    while level is not None:
-        used = level.usage
-        for fr in usage:
-            if used.get(fr, 0) < then[at]:
-                return False
-            at += 1
-        level = level.parent
-    return True
+    return all(now >= was for now, was in zip(usage_along(node, usage), then, strict=True))
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
