@@ -45,7 +45,10 @@ what-if replay of recorded workloads builds them; the engine shares the pod
 sets of workloads that ask alike (``model.shared_pod_sets``), for both.
 
 Prints the trace's size and shape, generation time, the replay's wall time and
-admissions per second, the heads nominated afresh per queue class against the
+admissions per second, the cycles by what they showed (changed something;
+changed nothing but told a head something new; told every head as before,
+the last of each event time: ``Settler``'s counts), the heads nominated
+afresh per queue class against the
 answers reused and those reused with their figures read again (in one
 process: where most of the time goes), the StrictFIFO heads left standing in
 their queues (told again, not popped), the victim searches that ended as
@@ -104,6 +107,7 @@ from queues.engine.lockstep import replay_together  # noqa: E402
 from queues.engine.metrics import percentile, summarize  # noqa: E402
 from queues.engine.model import Policy, Workload  # noqa: E402
 from queues.engine.scheduler import Scheduler  # noqa: E402
+from queues.engine.settling import Settler  # noqa: E402
 from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
 from queues.engine.split import group_simulators, merge  # noqa: E402
 
@@ -227,6 +231,17 @@ def _censored(stats: dict[str, Any], key: str) -> str:
     if value is None:
         return "-"
     return f"{'>=' if key in stats.get('at_least', []) else ''}{duration(value)}"
+
+
+def cycle_figures(settler: Settler) -> str:
+    """The cycles by what they showed: most change nothing, each event time
+    ending with one that tells every head what it was told before."""
+    total = settler.changing_cycles + settler.telling_cycles + settler.confirming_cycles
+    return (
+        f"cycles {total:,}: changed something {settler.changing_cycles:,}, changed nothing "
+        f"but told a head something new {settler.telling_cycles:,}, told every head as "
+        f"before (the last of an event time) {settler.confirming_cycles:,}"
+    )
 
 
 def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
@@ -407,6 +422,7 @@ def main() -> int:
         f"simulated {(result.end - result.start) / DAY:.1f} days"
     )
     if not args.workers:  # the counts are the worker processes' otherwise
+        print(cycle_figures(simulator.settler))
         print(nomination_figures(simulator.scheduler, result))
     print(
         f"memory: baseline {baseline:,.0f} MiB, after generation {after_generation:,.0f} MiB, "

@@ -53,6 +53,15 @@ class Settler:
         self.records = records
         self.requeue_delay = requeue_delay
         self.livelocks = 0
+        # Each group's cycles by what they showed (a cycle in several groups
+        # counts once in each, as Scheduler.cycles does): those that changed
+        # something (admitted, reserved, preempted), those that changed
+        # nothing but told some head something new (or ran while parked work
+        # asked to queue again), and the last of a settling, which told
+        # every head what it was told before (or evaluated none).
+        self.changing_cycles = 0
+        self.telling_cycles = 0
+        self.confirming_cycles = 0
         self._backoff: dict[str, float] = {}
 
     def settle(
@@ -90,6 +99,7 @@ class Settler:
             for group in sorted(active):
                 rounds[group] -= 1
                 if group in changed:
+                    self.changing_cycles += 1
                     changes[group] += 1
                     seen[group] = {}
                     if changes[group] >= limit[group]:
@@ -97,13 +107,15 @@ class Settler:
                         active.discard(group)
                         continue
                 elif group in asking:
-                    pass
+                    self.telling_cycles += 1
                 else:
                     outcome = evaluated.get(group)
                     if outcome is None or told_as_before(seen[group], outcome):
+                        self.confirming_cycles += 1
                         self._backoff.pop(group, None)
                         active.discard(group)
                         continue
+                    self.telling_cycles += 1
                     seen[group].update(outcome)
                 if not rounds[group]:
                     self._backoff.pop(group, None)

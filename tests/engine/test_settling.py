@@ -241,3 +241,18 @@ def test_a_start_beyond_the_horizon_is_not_foreseen() -> None:
     assert estimate_start(scheduler, "default/next").latest is None
     running.runtime = 20 * 24 * 3600
     assert estimate_start(scheduler, "default/next").latest == 20 * 24 * 3600 + 1
+
+
+def test_each_cycle_is_counted_by_what_it_showed() -> None:
+    # "second" (8 GPUs) cannot fit while "first" holds the lender's 8 and is
+    # parked; "first" finishing at 10 lets it in.
+    simulator, result = _replay(
+        [_job("first", "lender", 0, 10, 8), _job("second", "lender", 1, 10, 8)]
+    )
+    settler = simulator.settler
+    assert result.records["default/second"].first_admitted == 10.0
+    # Each event time ends with a cycle that told nothing new (4: two
+    # arrivals, two finishes); the admissions at 0 and 10 changed something;
+    # second's first refusal at 1 was news.
+    assert (settler.changing_cycles, settler.telling_cycles, settler.confirming_cycles) == (2, 1, 4)
+    assert result.cycles == 7
