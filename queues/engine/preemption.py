@@ -86,6 +86,12 @@ def hopeless_as_used(node: Node, preemptor: Workload, read: HopelessRead) -> boo
     return used_no_less(node, read[1], read[4])
 
 
+# How many candidates a classic search's first walk looks at before the
+# search asks whether any walk could succeed: of the walks that succeed in a
+# busy month, nine in ten take their last victim among the first three.
+FIRST_STEPS = 4
+
+
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Preemptor(FairSharingSearch):
     """Finds victims against the scheduler's current usage: the classic search
@@ -185,14 +191,23 @@ class Preemptor(FairSharingSearch):
         attempts = self._attempts(
             policy.borrow_within_cohort, hierarchy, by_priority, node, contested
         )
+        ordered = self._ordered([hierarchy, by_priority, same], queue.name)
+        # The first walk's first steps, before asking whether any walk could
+        # succeed: most walks that do stop within them, and that question
+        # goes through every candidate. A walk is its prefixes, so one that
+        # stops there is the whole first walk, which nothing asked before it.
+        found = self._greedy(ordered, node, usage, contested, attempts[0], FIRST_STEPS)
+        if found:
+            self.found_in_first_steps += 1
+            return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
         if self.stop_when_hopeless and not any(
-            self._could_fit(node, usage, contested, [*hierarchy, *by_priority, *same], allowed)
-            for allowed in attempts
+            self._could_fit(node, usage, contested, ordered, allowed) for allowed in attempts
         ):
             self.hopeless += 1
             return []
-        ordered = self._ordered([hierarchy, by_priority, same], queue.name)
-        for allow_borrowing in attempts:
+        for index, allow_borrowing in enumerate(attempts):
+            if index == 0 and len(ordered) <= FIRST_STEPS:
+                continue  # walked whole above
             found = self._greedy(ordered, node, usage, contested, allow_borrowing)
             if found:
                 return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
@@ -466,10 +481,13 @@ class Preemptor(FairSharingSearch):
         usage: Mapping[FlavorResource, int],
         contested: set[FlavorResource],
         allow_borrowing: bool,
+        steps: int | None = None,
     ) -> list[Candidate]:
+        """The victims the walk takes (none: it does not succeed), looking
+        at the first ``steps`` candidates only if given."""
         removed: list[Candidate] = []
         try:
-            for candidate in ordered:
+            for candidate in ordered if steps is None else ordered[:steps]:
                 if not self._still_valid(candidate, node, allow_borrowing, contested):
                     continue
                 self._remove(candidate)

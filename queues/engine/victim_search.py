@@ -150,6 +150,9 @@ class VictimSearch:
         self.stop_when_hopeless = True
         # Searches that shortcut ended without a walk.
         self.hopeless = 0
+        # Classic searches whose first walk succeeded within its first steps
+        # (preemption.FIRST_STEPS), asked nothing more.
+        self.found_in_first_steps = 0
 
     def _uses(self, workload: Workload, contested: set[FlavorResource]) -> bool:
         return not contested.isdisjoint(self.usage_of[workload.key])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -529,3 +530,54 @@ def test_the_priorities_held_per_queue_follow_every_hold_and_release() -> None:
     assert len(checked) > 5
     preemptor = scheduler.preemptor_for(set())
     assert preemptor.reserved_priorities is scheduler.reserved_priorities
+
+
+def _preempting(needed: int, *, own: bool) -> tuple[dict[str, str], int, dict[str, str]]:
+    """Eight 1-GPU jobs hold q0's 8 GPUs: q0's own, at a lower priority than
+    p (``own``), or q1's, borrowed. p, in q0, asks for ``needed`` of them.
+    The victims of one search (the preemptor's, and its count of walks that
+    succeeded within their first steps), and those of the whole cycle with
+    the hopeless shortcut off."""
+    queues = [
+        cq("q0", "c", {GPU: 8}, **RECLAIM_ANY),
+        cq("q1", "c", {GPU: 0}),
+    ]
+    holder = "q0" if own else "q1"
+    workloads = [
+        *(running(f"j{i}", holder, {GPU: 1}, admitted=i) for i in range(1, 9)),
+        waiting("p", "q0", {GPU: needed}),
+    ]
+    scheduler = scheduler_of(queues, workloads, [{"name": "c"}])
+    preemptor = scheduler.preemptor_for(set())
+    p = scheduler.workloads["default/p"]
+    queue = scheduler.policy.cluster_queues["q0"]
+    fr: FlavorResource = ("default", GPU)
+    targets = preemptor.targets(p, queue, {fr}, {fr: needed})
+    searched = {t.workload.name: str(t.reason) for t in targets}
+    walked, _ = _victims(queues, workloads, [{"name": "c"}], hopeless=False)
+    return searched, preemptor.found_in_first_steps, walked
+
+
+@pytest.mark.parametrize(
+    ("own", "reason"), [(False, "InCohortReclamation"), (True, "InClusterQueue")]
+)
+def test_a_walk_that_succeeds_within_its_first_steps_is_the_whole_walk(
+    own: bool, reason: str
+) -> None:
+    searched, early, walked = _preempting(3, own=own)
+    # The most recently admitted go first.
+    assert searched == dict.fromkeys(("j8", "j7", "j6"), reason)
+    assert early == 1
+    assert walked == searched
+
+
+@pytest.mark.parametrize(
+    ("own", "reason"), [(False, "InCohortReclamation"), (True, "InClusterQueue")]
+)
+def test_a_walk_that_needs_more_than_its_first_steps_still_finds_its_victims(
+    own: bool, reason: str
+) -> None:
+    searched, early, walked = _preempting(6, own=own)
+    assert searched == dict.fromkeys(("j8", "j7", "j6", "j5", "j4", "j3"), reason)
+    assert early == 0
+    assert walked == searched
