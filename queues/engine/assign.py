@@ -33,8 +33,9 @@ from queues.engine.quota import Node
 from queues.engine.topology import Placer, add_pods
 
 # A quota check's reading of the tree: (flavor-resource, amount, available,
-# borrowing level and whether reclaiming could help, or None).
-Read = tuple[FlavorResource, int, int, tuple[int, bool] | None]
+# borrowing level and whether reclaiming could help, or None, and the range
+# of the parent's usage over which available stays so: Node.steady_between).
+Read = tuple[FlavorResource, int, int, tuple[int, bool] | None, tuple[int, int] | None]
 
 
 class Mode(IntEnum):
@@ -552,10 +553,10 @@ class FlavorAssigner:
                 f"({kubernetes_quantity(resource, potential)})"
             )
             check.mode = Mode.NO_FIT
-            self.reads.append((fr, value, available, None))
+            self.reads.append((fr, value, available, None, node.steady_between(fr)))
             return Mode.NO_FIT, 0
         level = node.borrowing_level(fr, value)
-        self.reads.append((fr, value, available, level))
+        self.reads.append((fr, value, available, level, node.steady_between(fr)))
         borrow, may_reclaim = level
         if value <= available:
             check.borrow = borrow

@@ -39,7 +39,7 @@ def _as_asked(witness: Witness | None) -> object:
     if witness is None:
         return None
     version, reads, searches = witness
-    return version, reads, tuple(search[:4] for search in searches)
+    return version, tuple(read[:4] for read in reads), tuple(search[:4] for search in searches)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -181,8 +181,10 @@ class NominationMemory(SchedulerState):
                         figures = {**entry.figures, **figures}
                     entry = Entry(workload, queue, entry.assignment, figures=figures)
                     # What it read now: a later reading is compared with these.
+                    node = self.tree.queues[queue.name]
                     reads = tuple(
-                        (fr, v, figures.get(fr, was), level) for fr, v, was, level in witness[1]
+                        (fr, v, figures.get(fr, was), level, node.steady_between(fr))
+                        for fr, v, was, level, _ in witness[1]
                     )
                     witness = (witness[0], reads, witness[2])
                     self.refreshed += 1
@@ -241,11 +243,18 @@ class NominationMemory(SchedulerState):
         if self.queue_versions[queue.name] != version:
             return None
         node = self.tree.queues[queue.name]
+        parent = node.parent
         # Below a root (or as one) a queue's borrowing level reads only its own
         # usage, which its version covers: the same level, not worked out again.
-        levels_hold = node.parent is None or node.parent.parent is None
+        levels_hold = parent is None or parent.parent is None
         figures: dict[FlavorResource, int] = {}
-        for fr, value, available, level in reads:
+        for fr, value, available, level, steady in reads:
+            if steady is not None and parent is not None:
+                # Its own usage as it was (its version), and the parent's
+                # where the room does not move: available as it was.
+                used = parent.usage.get(fr, 0)
+                if steady[0] <= used <= steady[1]:
+                    continue
             now = max(0, node.available(fr))
             if now != available:
                 if (value <= now) != (value <= available):

@@ -27,6 +27,10 @@ from mypy_extensions import mypyc_attr
 
 from queues.engine.model import FlavorResource, Policy, Quota
 
+# Past any usage (``Node.steady_between``'s open ends); small enough for a
+# compiled int.
+UNBOUNDED = 1 << 60
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(eq=False)
@@ -112,6 +116,42 @@ class Node:
         if limit is not None:
             from_parent = min(from_parent, lendable - max(0, used - local) + limit)
         return max(0, local - used) + from_parent
+
+    def steady_between(self, fr: FlavorResource) -> tuple[int, int] | None:
+        """The range of its parent's usage of ``fr`` over which what this
+        node could still take (``available``, from 0 up) stays what it is
+        now, its own usage as it is; None: not worked out (a root, or a node
+        deeper down, where more than one level moves it) or no such range.
+        A queue borrowing up to its limit, or with nothing left to take, is
+        told the same whatever else its cohort admits or finishes: a waiting
+        gang, its figures read again at every change there.
+
+        Below a root, the room is ``own + min(from_parent, limit)`` (at
+        least 0), with ``own`` and ``limit`` set by the node's own usage:
+        the same for any ``from_parent`` at or above ``limit``, and 0 for
+        any at or below ``-own``."""
+        parent = self.parent
+        if parent is None or parent.parent is not None:
+            return None
+        used = self.usage.get(fr, 0)
+        total = parent.subtree.get(fr, 0)
+        from_parent = total - parent.usage.get(fr, 0)
+        room = self._room.get(fr)
+        limit: int | None = None
+        if room is None:
+            own = max(0, -used)
+        else:
+            local, borrowing, lendable = room
+            own = max(0, local - used)
+            if borrowing is not None:
+                limit = lendable - max(0, used - local) + borrowing
+        if limit is not None and own + limit <= 0:
+            return -UNBOUNDED, UNBOUNDED
+        if limit is not None and from_parent >= limit:
+            return -UNBOUNDED, total - limit
+        if own + from_parent <= 0:
+            return total + own, UNBOUNDED
+        return None
 
     def potential_available(self, fr: FlavorResource) -> int:
         """The most this node could ever use, with nothing running anywhere: a

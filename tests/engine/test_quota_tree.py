@@ -118,3 +118,51 @@ def test_within_nominal_follows_usage_through_adds_and_removes(
             expected = node.usage.get(FR, 0) <= node.subtree.get(FR, 0)
             assert node.within_nominal({FR}) is expected, (node, node.usage, node.subtree)
             assert node.within_nominal(set()) is True
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    nominal=st.integers(0, 8),
+    borrowing=st.none() | st.integers(0, 6),
+    lending=st.none() | st.integers(0, 8),
+    other=st.integers(0, 8),
+    own=st.integers(0, 16),
+    elsewhere=st.integers(0, 20),
+)
+def test_a_queues_room_stays_as_it_is_over_its_steady_range(
+    nominal: int, borrowing: int | None, lending: int | None, other: int, own: int, elsewhere: int
+) -> None:
+    """Over the range of its cohort's usage ``steady_between`` gives, a
+    queue's room (``available``, from 0 up) is what it is now, for every
+    usage elsewhere in the cohort; and a queue at its borrowing limit, or
+    with nothing left, has such a range."""
+    t = tree(queue("a", "c", nominal, borrowing=borrowing, lending=lending), queue("b", "c", other))
+    a, cohort = t.queues["a"], t.cohorts["c"]
+    t.add("a", {FR: own})
+    t.add("b", {FR: elsewhere})
+    room = max(0, a.available(FR))
+    steady = a.steady_between(FR)
+    if room == 0:
+        assert steady is not None
+    if steady is None:
+        return
+    lo, hi = steady
+    assert lo <= cohort.usage.get(FR, 0) <= hi
+    t.remove("b", {FR: elsewhere})
+    for moved in range(0, 40):
+        t.add("b", {FR: moved})
+        used = cohort.usage.get(FR, 0)
+        if lo <= used <= hi:
+            assert max(0, a.available(FR)) == room, (moved, used, steady)
+        t.remove("b", {FR: moved})
+
+
+def test_a_queue_at_its_borrowing_limit_is_steady_whatever_its_cohort_uses() -> None:
+    t = tree(queue("a", "c", 4, borrowing=2), queue("b", "c", 10))
+    t.add("a", {FR: 6})  # all it may hold: 4 of its own and 2 borrowed
+    t.add("b", {FR: 3})
+    assert t.queues["a"].available(FR) == 0
+    lo, hi = t.queues["a"].steady_between(FR) or (None, None)
+    assert lo is not None and hi is not None and lo <= 0 and hi >= 14
+    # Below a root only: a cohort's own room, or a queue's deeper down, is not worked out.
+    assert t.cohorts["c"].steady_between(FR) is None
