@@ -302,12 +302,22 @@ class PendingQueue:
         """Return an evaluated head: to the heap, or parked as inadmissible."""
         self._resting = None
         back = False
-        if self._out == workload.key and (
-            self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE
-        ):
+        at_once = self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE
+        parks = not at_once and reason in ("NoFit", "PreemptionNoCandidates")
+        shape = -1
+        order: tuple[float, float, str] | None = None
+        if self._out == workload.key and (at_once or parks):
             shape = self._shape_of(workload)
             order = order_key(workload)
             back = shape == self._shape.get(workload.key) and self._order.get(workload.key) == order
+        if back and parks:
+            # Parked with its shape where it is, the head of its bucket as
+            # before: taken out and queued again, it would be just that.
+            self._out = None
+            self.board.changed(self.name)
+            self._parked_shapes.add(shape)
+            self.board.parking.add(self.name)
+            return
         if not back:
             self._settle()
         if reason == "PendingPreemption" and self.strategy is QueueingStrategy.BEST_EFFORT_FIFO:
@@ -318,12 +328,13 @@ class PendingQueue:
         if back:
             # Back where it was in its bucket, its queue still ready (pop found
             # it): only its heads entry was gone.
+            assert order is not None
             self._out = None
             heapq.heappush(self._heads, (order, shape))
             if self.strategy is QueueingStrategy.STRICT_FIFO:
                 self._resting = workload
             return
-        if self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE:
+        if at_once:
             self._enqueue(workload)
             return
         self.board.changed(self.name)

@@ -232,3 +232,29 @@ def test_a_head_requeued_with_a_new_time_takes_its_new_place() -> None:
     a.queued_at = 5.0
     queue.requeue(a, "FailedAfterNomination")
     assert queue.pop() is f
+
+
+def test_a_head_parked_where_it_stands_is_first_of_its_shape_again_once_unparked() -> None:
+    """A BestEffortFIFO head that does not fit is parked with its shape
+    where it stands in its bucket, not taken out and queued again (which
+    left an entry for it among the queue's heads), and once unparked it is
+    the first of its shape again, ahead of what arrived meanwhile; one whose
+    queue time moved while out goes the long way, to its new place."""
+    queue = PendingQueue("cq", QueueingStrategy.BEST_EFFORT_FIFO)
+    a, b = _workload(0, 0, 0, 0.0), _workload(1, 0, 0, 1.0)
+    queue.push(a)
+    queue.push(b)
+    assert queue.pop() is a
+    entries = len(queue._heads)
+    queue.requeue(a, "NoFit")
+    assert set(queue.parked) == {a.key, b.key}
+    assert len(queue._heads) == entries  # none for a parked shape
+    assert queue.pop() is None
+    c = _workload(2, 0, 0, 0.5)
+    queue.push(c)  # parked at once: its shape is
+    queue.unpark()
+    assert queue.pop() is a
+    a.queued_at = 3.0
+    queue.requeue(a, "NoFit")
+    queue.unpark()
+    assert [w.name for w in queue.queued()] == ["w2", "w1", "w0"]
