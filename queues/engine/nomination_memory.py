@@ -171,20 +171,23 @@ class NominationMemory(SchedulerState):
             again = None if witness is None else self._read_again(workload, queue, witness)
             if witness is not None and again is not None:
                 entry = known[1]
-                figures, searches = again
+                moved, searches = again
                 if searches is not witness[2]:
                     witness = (witness[0], witness[1], searches)
-                if figures:
+                if moved:
                     # Worded when read (_worded, Pending.worded): a head left
                     # standing is mostly never read.
-                    if entry.figures:
-                        figures = {**entry.figures, **figures}
+                    figures = {**entry.figures, **moved} if entry.figures else moved
                     entry = Entry(workload, queue, entry.assignment, figures=figures)
                     # What it read now: a later reading is compared with these.
+                    # A range is worked out again only where the room moved:
+                    # one that did not is where it was, or was not known.
                     node = self.tree.queues[queue.name]
                     reads = tuple(
-                        (fr, v, figures.get(fr, was), level, node.steady_between(fr))
-                        for fr, v, was, level, _ in witness[1]
+                        (fr, v, was, level, steady)
+                        if fr not in moved
+                        else (fr, v, moved[fr], level, node.steady_between(fr))
+                        for fr, v, was, level, steady in witness[1]
                     )
                     witness = (witness[0], reads, witness[2])
                     self.refreshed += 1
