@@ -100,8 +100,22 @@ def usage_along(node: Node, usage: Mapping[FlavorResource, int]) -> tuple[int, .
 
 def used_no_less(node: Node, usage: Mapping[FlavorResource, int], then: tuple[int, ...]) -> bool:
     """Whether every level from ``node`` up uses at least as much of each
-    of ``usage``'s flavor-resources as ``then`` (``usage_along``) says."""
-    return all(now >= was for now, was in zip(usage_along(node, usage), then, strict=True))
+    of ``usage``'s flavor-resources as ``then`` (``usage_along``) says.
+    Walked as ``usage_along`` walks, compared as it goes: asked at every
+    admission in a busy cohort, building the tuple and zipping it cost
+    more than the question."""
+    index = 0
+    level: Node | None = node
+    while level is not None:
+        used = level.usage
+        for fr in usage:
+            if used.get(fr, 0) < then[index]:
+                return False
+            index += 1
+        level = level.parent
+    if index != len(then):
+        raise ValueError(f"{node.name}: {len(then)} figures for {index} levels and resources")
+    return True
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
