@@ -559,25 +559,18 @@ def _preempting(needed: int, *, own: bool) -> tuple[dict[str, str], int, dict[st
 
 
 @pytest.mark.parametrize(
-    ("own", "reason"), [(False, "InCohortReclamation"), (True, "InClusterQueue")]
+    ("needed", "within_first_steps"),
+    # Three victims end the walk within its first steps; six take it past them.
+    [(3, 1), (6, 0)],
 )
-def test_a_walk_that_succeeds_within_its_first_steps_is_the_whole_walk(
-    own: bool, reason: str
-) -> None:
-    searched, early, walked = _preempting(3, own=own)
-    # The most recently admitted go first.
-    assert searched == dict.fromkeys(("j8", "j7", "j6"), reason)
-    assert early == 1
-    assert walked == searched
-
-
 @pytest.mark.parametrize(
     ("own", "reason"), [(False, "InCohortReclamation"), (True, "InClusterQueue")]
 )
-def test_a_walk_that_needs_more_than_its_first_steps_still_finds_its_victims(
-    own: bool, reason: str
+def test_a_walk_finds_the_whole_walks_victims_within_or_past_its_first_steps(
+    needed: int, within_first_steps: int, own: bool, reason: str
 ) -> None:
-    searched, early, walked = _preempting(6, own=own)
-    assert searched == dict.fromkeys(("j8", "j7", "j6", "j5", "j4", "j3"), reason)
-    assert early == 0
+    searched, early, walked = _preempting(needed, own=own)
+    # The most recently admitted go first: j8, j7, ...
+    assert searched == {f"j{i}": reason for i in range(8, 8 - needed, -1)}
+    assert early == within_first_steps
     assert walked == searched
