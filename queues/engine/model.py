@@ -305,10 +305,6 @@ class Workload:
         return self.queued_at if self.queued_at is not None else self.creation_time
 
     @property
-    def can_be_partially_admitted(self) -> bool:
-        return any(p.min_count is not None and p.min_count < p.count for p in self.pod_sets)
-
-    @property
     def has_quota(self) -> bool:
         return self.admission is not None
 

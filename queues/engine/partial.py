@@ -18,6 +18,12 @@ from queues.engine.model import Workload
 R = TypeVar("R")
 
 
+def admissible_in_part(workload: Workload) -> bool:
+    """Some pod set allows fewer pods than it asks for (Kueue's
+    CanBePartiallyAdmitted). Here, compiled: asked at every fresh nomination."""
+    return any(p.min_count is not None and p.min_count < p.count for p in workload.pod_sets)
+
+
 def reduced(workload: Workload, counts: dict[str, int]) -> Workload:
     """A copy of ``workload`` asking for ``counts`` pods per pod set."""
     return dataclasses.replace(

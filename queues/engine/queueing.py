@@ -64,6 +64,11 @@ class QueueBoard:
     ) -> None:
         self.ready: set[str] = set()
         self.ready_in: dict[str, set[str]] = {}
+        # ready_in's groups by name, sorted when first asked since they last
+        # changed: a replay's cycles ask for the same group's names again and
+        # again, its ready queues mostly as they were. Each list is replaced,
+        # never changed in place: a cycle walks it while its pops unmark queues.
+        self._sorted_in: dict[str, list[str]] = {}
         self.parking: set[str] = set()
         self.epochs: dict[str, int] = {}
         self._root_of = root_of or {}
@@ -75,19 +80,31 @@ class QueueBoard:
         members = self.ready_in.get(group)
         if members is None:
             self.ready_in[group] = {queue}
-        else:
+            self._sorted_in.pop(group, None)
+        elif queue not in members:
             members.add(queue)
+            self._sorted_in.pop(group, None)
 
     def unmark_ready(self, queue: str) -> None:
         self.ready.discard(queue)
-        members = self.ready_in.get(self._group_of.get(queue, queue))
-        if members is not None:
+        group = self._group_of.get(queue, queue)
+        members = self.ready_in.get(group)
+        if members is not None and queue in members:
             members.discard(queue)
+            self._sorted_in.pop(group, None)
 
     def ready_among(self, groups: set[str] | None) -> list[str]:
-        """The ready queues of ``groups`` (None: of all), by name."""
+        """The ready queues of ``groups`` (None: of all), by name. The list
+        may be kept and given again: not to be changed."""
         if groups is None:
             return sorted(self.ready)
+        if len(groups) == 1:
+            (group,) = groups
+            known = self._sorted_in.get(group)
+            if known is None:
+                known = sorted(self.ready_in.get(group, ()))
+                self._sorted_in[group] = known
+            return known
         names: list[str] = []
         for group in groups:
             members = self.ready_in.get(group)

@@ -280,11 +280,12 @@ class Scheduler(NominationMemory):
             # The victims the quota asks for would not free room where the pods
             # must go: preempting them would only churn.
             entry.targets = []
-        if not assignment.fits and not entry.targets and workload.can_be_partially_admitted:
+        in_part = partial.admissible_in_part(workload)
+        if not assignment.fits and not entry.targets and in_part:
             fewer = partial.search(workload, lambda counts: self._try_counts(workload, counts))
             if fewer is not None:
                 entry.assignment, entry.targets = fewer
-        if entry.targets or workload.can_be_partially_admitted:
+        if entry.targets or in_part:
             witness = None  # its victims, or the smaller counts, came from its whole tree
         return entry, witness
 

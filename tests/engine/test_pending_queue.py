@@ -211,6 +211,29 @@ def test_a_cycle_in_some_groups_visits_only_their_ready_queues() -> None:
     assert board.ready_among({"A"}) == ["a2"] and board.ready_among(set()) == []
 
 
+def test_a_groups_names_given_out_stay_as_given_while_its_queues_come_and_go() -> None:
+    """A cycle walks the names while its pops take queues off the board; the
+    names are kept between cycles and sorted again only after a change."""
+    group_of = {"a1": "A", "a2": "A", "a3": "A"}
+    board = QueueBoard(group_of=group_of)
+    queues = {
+        name: PendingQueue(name, QueueingStrategy.STRICT_FIFO, board=board) for name in group_of
+    }
+    for name in ("a3", "a1"):
+        queues[name].push(Workload(f"w-{name}", name, (PodSet("main", 1, {"cpu": 1000}),)))
+    walked = board.ready_among({"A"})
+    assert walked == ["a1", "a3"]
+    assert board.ready_among({"A"}) is walked  # nothing changed: not sorted again
+    queues["a1"].pop()
+    queues["a1"].pop()  # off the board
+    assert walked == ["a1", "a3"]
+    assert board.ready_among({"A"}) == ["a3"]
+    queues["a2"].push(Workload("w-a2", "a2", (PodSet("main", 1, {"cpu": 1000}),)))
+    assert board.ready_among({"A"}) == ["a2", "a3"]
+    queues["a3"].push(Workload("w-a3b", "a3", (PodSet("main", 1, {"cpu": 1000}),)))
+    assert board.ready_among({"A"}) == ["a2", "a3"]
+
+
 def test_a_head_requeued_with_a_new_time_takes_its_new_place() -> None:
     """A popped head stays in its bucket while it is out; requeued with a
     different queue time, it must move, and the next of its bucket must be
