@@ -13,6 +13,7 @@ COPY cluster cluster
 COPY jobs jobs
 COPY approvals approvals
 COPY whatif whatif
+COPY grants grants
 COPY cli cli
 COPY frontend frontend
 COPY manage.py ./

@@ -6,6 +6,7 @@ built from the same Dockerfile, still valid."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from tests.deploy.manifests import OVERLAYS, ROOT, build, pod_spec
 from tests.deploy.runtime import (
@@ -52,6 +54,25 @@ def test_the_image_holds_every_package() -> None:
         [where] = [w for w in find["where"] if (ROOT / w / package).is_dir()]
         assert (package if where == "." else where) in copied, package
     assert "COPY manage.py" in DOCKERFILE.read_text()
+
+
+def test_every_app_of_the_project_is_packaged_and_in_the_image() -> None:
+    """An app in INSTALLED_APPS that the wheel or the image leaves out stops
+    every process at start-up (``grants`` once was)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    included = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    copied = set(re.findall(r"^COPY (\S+) \1$", DOCKERFILE.read_text(), re.MULTILINE))
+    ours = [
+        app.split(".")[0]
+        for app in settings.INSTALLED_APPS
+        if (ROOT / app.split(".")[0] / "__init__.py").is_file()
+    ]
+    assert "grants" in ours and "queues" in ours
+    for package in ours:
+        assert any(fnmatch.fnmatch(package, pattern) for pattern in included), (
+            f"{package}: not in pyproject.toml's [tool.setuptools.packages.find] include"
+        )
+        assert package in copied, f"{package}: the Dockerfile does not COPY it"
 
 
 def test_static_files_are_collected_at_build_time_without_a_key(tmp_path: Path) -> None:
