@@ -8,8 +8,12 @@ runs from its sources until the next build. When the build fails, or the
 machine has no C compiler, the engine runs as pure Python, which gives the same
 answers: this script says so and exits 0.
 
-    python scripts/build_engine.py          # build (a minute or two)
-    python scripts/build_engine.py --clean  # remove the build: pure Python
+    python scripts/build_engine.py            # build (a minute or two)
+    python scripts/build_engine.py --require  # build, and exit 1 unless it is used
+    python scripts/build_engine.py --clean    # remove the build: pure Python
+
+``--require`` is the container image's: there a build that cannot be used
+stops the image build rather than ship the pure engine unsaid.
 """
 
 from __future__ import annotations
@@ -117,12 +121,22 @@ def build() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clean", action="store_true", help="remove the build")
+    parser.add_argument(
+        "--require", action="store_true", help="exit 1 unless the build is what the engine runs"
+    )
     args = parser.parse_args()
     if args.clean:
         clean()
         print("==> compiled engine removed: it runs as pure Python")
         return 0
-    return build()
+    built = build()
+    if args.require:
+        # As a process would choose, but whatever BERTH_PURE_ENGINE says here.
+        choice = compiled.choose(environ={})
+        if not choice.compiled:
+            print(f"error: the compiled engine would not be used ({choice.why})", file=sys.stderr)
+            return 1
+    return built
 
 
 if __name__ == "__main__":

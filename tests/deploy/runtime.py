@@ -33,6 +33,34 @@ def image_environment() -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in line.split()[1:])
 
 
+def dockerfile_stages() -> dict[str, str]:
+    """The Dockerfile's stages by their ``AS`` name; the last, the image, as
+    ``image``."""
+    stages: dict[str, str] = {}
+    parts = re.split(r"^FROM ", DOCKERFILE.read_text(), flags=re.MULTILINE)[1:]
+    for index, part in enumerate(parts):
+        first = part.split("\n", 1)[0].split()
+        name = first[2] if len(first) == 3 and first[1].upper() == "AS" else None
+        stages[name or ("image" if index == len(parts) - 1 else str(index))] = part
+    return stages
+
+
+def copied_from_context(stage: str) -> list[str]:
+    """What a stage's COPY lines take from the build context (the checkout),
+    each to the same path below WORKDIR: ``COPY a a`` and ``COPY a b ./``."""
+    sources: list[str] = []
+    for line in stage.splitlines():
+        words = line.split()
+        if not words or words[0] != "COPY" or any(w.startswith("--") for w in words):
+            continue
+        *given, destination = words[1:]
+        if destination == "./":
+            sources.extend(s for s in given if "/" not in s)
+        elif given == [destination]:
+            sources.append(destination)
+    return sources
+
+
 def build_time_collectstatic() -> tuple[dict[str, str], list[str]]:
     """The Dockerfile's collectstatic step: its environment and its command."""
     text = DOCKERFILE.read_text().replace("\\\n", " ")

@@ -7,7 +7,9 @@ built from the same Dockerfile, still valid."""
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from queues.engine import compiled
 from tests.deploy.manifests import OVERLAYS, ROOT, build, pod_spec
 from tests.deploy.runtime import (
     DOCKERFILE,
@@ -23,6 +26,8 @@ from tests.deploy.runtime import (
     base_environment,
     build_time_collectstatic,
     can_mount_read_only,
+    copied_from_context,
+    dockerfile_stages,
     files,
     image_data_dir,
     read_only,
@@ -73,6 +78,96 @@ def test_every_app_of_the_project_is_packaged_and_in_the_image() -> None:
             f"{package}: not in pyproject.toml's [tool.setuptools.packages.find] include"
         )
         assert package in copied, f"{package}: the Dockerfile does not COPY it"
+
+
+ENGINE_FROM_ITS_STAGE = (
+    "COPY --from=engine /app/queues/engine/*.so /app/queues/engine/native.json queues/engine/"
+)
+
+
+def test_the_image_runs_the_engine_compiled_in_a_stage_of_its_own(tmp_path: Path) -> None:
+    """The engine stage builds from the sources the image holds, and the
+    image takes its build: laid out as the image's COPY lines lay it out,
+    with this checkout's build standing in for the stage's, the engine a
+    process imports is the compiled one."""
+    stages = dockerfile_stages()
+    engine, image = stages["engine"], stages["image"]
+    assert "python scripts/build_engine.py --require" in engine
+    assert ENGINE_FROM_ITS_STAGE in image.splitlines()
+    # What the build's manifest hashes, in both stages: the engine's sources
+    # (queues/) and what it depends on.
+    inputs = {"queues", *(name for name, _ in compiled.DEPENDS)}
+    for stage in (engine, image):
+        copied = copied_from_context(stage)
+        for name in inputs:
+            assert any(name == c or name.startswith(c + "/") for c in copied), name
+    if not compiled.choose(environ={}).compiled:
+        pytest.skip("this checkout's engine is not compiled (make install compiles it)")
+    app = tmp_path / "app"
+    leave_out = shutil.ignore_patterns("__pycache__", f"*{compiled.SUFFIX}", "native.json")
+    for source in copied_from_context(image):
+        target = app / source
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / source).is_dir():
+            shutil.copytree(ROOT / source, target, ignore=leave_out)
+        else:
+            shutil.copy2(ROOT / source, target)
+    built = [p for p in compiled.HERE.iterdir() if p.name.endswith(compiled.SUFFIX)]
+    for path in [*built, compiled.MANIFEST]:
+        shutil.copy2(path, app / "queues" / "engine" / path.name)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_PURE_ENGINE")}
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from queues.engine import ENGINE, assign; print(ENGINE.why); print(assign.__file__)",
+        ],
+        cwd=app,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    why, where = shown.stdout.splitlines()
+    assert why == f"compiled with mypyc ({len(compiled.MODULES)} modules)"
+    assert Path(where) == app / "queues" / "engine" / f"assign{compiled.SUFFIX}"
+    # Any source the stage did not build from: the image runs the pure engine.
+    (app / "queues" / "engine" / "assign.py").write_text(
+        (app / "queues" / "engine" / "assign.py").read_text() + "\n"
+    )
+    again = subprocess.run(
+        [sys.executable, "-c", "from queues.engine import ENGINE; print(ENGINE.why)"],
+        cwd=app,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.stdout.startswith("pure Python: assign.py changed"), again.stdout + again.stderr
+
+
+def test_an_engine_build_that_would_not_be_used_stops_the_image_build(tmp_path: Path) -> None:
+    """The engine stage's files only, and a compiler that fails: make install
+    goes on with the pure engine, the image build (``--require``) stops."""
+    app = tmp_path / "app"
+    (app / "scripts").mkdir(parents=True)
+    leave_out = shutil.ignore_patterns("__pycache__", f"*{compiled.SUFFIX}", "native.json")
+    shutil.copytree(ROOT / "queues", app / "queues", ignore=leave_out)
+    shutil.copy2(ROOT / "scripts" / "build_engine.py", app / "scripts" / "build_engine.py")
+    environment = {**os.environ, "CC": "false"}
+    environment.pop("DJANGO_SETTINGS_MODULE", None)
+    for flags, code in (([], 0), (["--require"], 1)):
+        done = subprocess.run(
+            [sys.executable, "scripts/build_engine.py", *flags],
+            cwd=app,
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == code, done.stdout + done.stderr
+    assert "error: the compiled engine would not be used" in done.stderr
 
 
 def test_static_files_are_collected_at_build_time_without_a_key(tmp_path: Path) -> None:
