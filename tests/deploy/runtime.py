@@ -167,15 +167,17 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-def run(argv: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: list[str], env: Mapping[str, str], cwd: Path = ROOT, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv,
-        cwd=ROOT,
+        cwd=cwd,
         env=dict(env),
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,
+        timeout=timeout,
     )
 
 
