@@ -247,7 +247,8 @@ def cycle_figures(settler: Settler) -> str:
 def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     """Where a replay's time mostly goes: the heads nominated afresh, per
     queue class, against the answers reused (as they were, or with their
-    figures read again), the StrictFIFO heads left standing; and the victim
+    figures read again), the StrictFIFO heads left standing (and of them,
+    those told with their tree's block); and the victim
     searches that ended without walking
     their candidates, no walk able to free enough."""
     class_of = {r.cluster_queue: r.workload_class for r in result.records.values()}
@@ -262,7 +263,8 @@ def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     return (
         f"nominations {total:,} ({per_class}); answers reused {scheduler.reused:,}, "
         f"reused with their figures read again {scheduler.refreshed:,}; "
-        f"StrictFIFO heads left standing (not popped) {scheduler.left_standing:,}; "
+        f"StrictFIFO heads left standing (not popped) {scheduler.left_standing:,}, told "
+        f"with their tree's block (not asked) {scheduler.told_with_block:,}; "
         f"victim searches ended as hopeless {scheduler.hopeless:,}; reused answers' hopeless "
         f"searches asked again {scheduler.hopeless_asked_again:,}, known to hold from usage "
         f"alone {scheduler.hopeless_as_used:,}"

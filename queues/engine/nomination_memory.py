@@ -20,6 +20,7 @@ from mypy_extensions import mypyc_attr
 from queues.engine.assign import Read
 from queues.engine.model import ClusterQueue, FlavorResource, Policy, Workload
 from queues.engine.outcomes import CycleResult, Entry, Pending
+from queues.engine.quota import Node
 from queues.engine.scheduler_state import SchedulerState
 from queues.engine.victim_search import HopelessRead
 
@@ -40,6 +41,93 @@ def _as_asked(witness: Witness | None) -> object:
         return None
     version, reads, searches = witness
     return version, tuple(read[:4] for read in reads), tuple(search[:4] for search in searches)
+
+
+# A head's answer holds while its root's usage of each flavor-resource stays
+# in its range (and its own queue is as it was): each of them, low to high.
+Ranges = tuple[tuple[FlavorResource, int, int], ...]
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class StandingBlock:
+    """The StrictFIFO heads of one cohort tree that its cycles left
+    standing (``Scheduler._standing``), with what each was told, at the
+    tree's version then. While the version holds and a head is still the
+    one resting in its queue, its nomination is the one reused and it is
+    told the same (``_nomination``, ``_standing``): a cycle tells the block
+    at once instead of asking each head. A busy tree has dozens of such
+    heads, waiting in every cycle an arrival elsewhere in it brings.
+
+    Once the version has moved (quota taken or given back in the tree),
+    the heads whose nomination read only their own queue and figures that
+    stay put while the root's usage is in a range (``_read_again``'s
+    steady readings, no victim search to ask again) still hold, together,
+    while the root's usage is in every one of their ranges."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        # By ClusterQueue: its resting head, and that head's entry.
+        self.heads: dict[str, Workload] = {}
+        self.entries: dict[str, Entry] = {}
+        # By workload key: what each was told.
+        self.told: dict[str, Pending] = {}
+        # By ClusterQueue, of the heads whose answers hold over ranges: its
+        # queue's version then, and its ranges.
+        self.ranged: dict[str, int] = {}
+        self._ranges: dict[str, Ranges] = {}
+        # Where every ranged head's queue sits: right below this root.
+        self.root: Node | None = None
+        # The ranges all ranged heads hold over, once worked out.
+        self._common: dict[FlavorResource, tuple[int, int]] | None = None
+        # The queues whose head the cycle under way found still resting there,
+        # and whether the version is still the block's (else only ranged ones).
+        self.kept: list[str] = []
+        self.exact = True
+
+    def add(self, entry: Entry, told: Pending, ranged: tuple[int, Ranges] | None) -> None:
+        name = entry.queue.name
+        self.heads[name] = entry.workload
+        self.entries[name] = entry
+        self.told[entry.workload.key] = told
+        if ranged is not None:
+            self.ranged[name] = ranged[0]
+            self._ranges[name] = ranged[1]
+            self._common = None
+
+    def drop_unkept(self) -> None:
+        """Only the heads the cycle found still resting stay."""
+        if len(self.kept) == len(self.heads):
+            return
+        kept = set(self.kept)
+        for name in [name for name in self.heads if name not in kept]:
+            workload = self.heads.pop(name)
+            del self.entries[name]
+            del self.told[workload.key]
+            if self.ranged.pop(name, None) is not None:
+                del self._ranges[name]
+                self._common = None
+
+    def holds_over(self, usage: dict[FlavorResource, int]) -> bool:
+        """Whether the root's ``usage`` is within every ranged head's ranges."""
+        common = self._common
+        if common is None:
+            common = {}
+            for ranges in self._ranges.values():
+                for fr, low, high in ranges:
+                    known = common.get(fr)
+                    if known is not None:
+                        low, high = max(low, known[0]), min(high, known[1])
+                    common[fr] = (low, high)
+            self._common = common
+        return all(low <= usage.get(fr, 0) <= high for fr, (low, high) in common.items())
+
+    def told_kept(self) -> dict[str, Pending]:
+        """What the heads the cycle found resting were told."""
+        if len(self.kept) == len(self.heads):
+            return self.told
+        told = self.told
+        heads = self.heads
+        return {heads[name].key: told[heads[name].key] for name in self.kept}
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -67,6 +155,10 @@ class NominationMemory(SchedulerState):
         self.refreshed = 0
         # StrictFIFO heads told they stay pending where they were, not popped (_standing).
         self.left_standing = 0
+        # Per cohort tree, the heads its cycles left standing (StandingBlock),
+        # and how many of those were told again with it, unasked.
+        self._blocks: dict[str, StandingBlock] = {}
+        self.told_with_block = 0
         super().__init__(policy, workloads, now)
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
@@ -127,12 +219,106 @@ class NominationMemory(SchedulerState):
                 del self._quiet[root]
         return quiet
 
+    def _standing_block(self, root: str) -> StandingBlock | None:
+        """The tree's standing heads, if its version is still theirs, or if
+        its root's usage is still where their ranged heads' answers hold."""
+        block = self._blocks.get(root)
+        if block is None:
+            return None
+        block.kept = []
+        block.exact = block.version == self.tree_versions[root]
+        if block.exact:
+            return block
+        if block.root is None or not block.holds_over(block.root.usage):
+            return None
+        return block
+
+    def _keeps(self, block: StandingBlock, name: str, resting: Workload) -> bool:
+        """Whether the queue's resting head is told as its block says."""
+        if block.heads.get(name) is not resting:
+            return False
+        return block.exact or block.ranged.get(name, -1) == self.queue_versions[name]
+
+    def _ranged(self, entry: Entry) -> tuple[int, Ranges] | None:
+        """The head's queue version and ranges, if its answer holds over
+        ranges of its root's usage (``StandingBlock``)."""
+        known = self._nominations.get(entry.workload.key)
+        if known is None or known[1] is not entry or known[2] is None:
+            return None
+        version, reads, searches = known[2]
+        node = self.tree.queues[entry.queue.name]
+        if searches or node.parent is None or node.parent.parent is not None:
+            return None
+        ranges: list[tuple[FlavorResource, int, int]] = []
+        for fr, _, _, _, steady in reads:
+            if steady is None:
+                return None
+            ranges.append((fr, steady[0], steady[1]))
+        return version, tuple(ranges)
+
+    def _tell_kept(
+        self, blocks: dict[str, StandingBlock | None], result: CycleResult
+    ) -> dict[str, dict[str, Pending]]:
+        """Each block's heads the cycle found resting, told what they were
+        told, counted as if each had been asked (a reused answer, left
+        standing); by tree."""
+        kept: dict[str, dict[str, Pending]] = {}
+        for root, block in blocks.items():
+            if block is None or not block.kept:
+                continue
+            told = block.told_kept()
+            self.status.update(told)
+            result.evaluated.update(told)
+            self.reused += len(block.kept)
+            self.left_standing += len(block.kept)
+            self.told_with_block += len(block.kept)
+            kept[root] = told
+        return kept
+
+    def _remember_standing(
+        self,
+        before: dict[str, tuple[int, int]],
+        blocks: dict[str, StandingBlock | None],
+        standing: list[tuple[Entry, Pending]],
+    ) -> None:
+        """Each tree the cycle met: the heads it left standing, as its block
+        for the next cycle, at the version they were nominated at
+        (``before``: when the cycle began)."""
+        fresh: dict[str, list[tuple[Entry, Pending]]] = {}
+        for entry, told in standing:
+            if entry.workload.check_states:
+                continue  # asked afresh each cycle (_nomination): not kept
+            root = self._root_of[entry.queue.name]
+            fresh.setdefault(root, []).append((entry, told))
+        for root, block in blocks.items():
+            added = fresh.get(root)
+            if block is None or not block.kept:
+                if not added:
+                    self._blocks.pop(root, None)
+                    continue
+                block = StandingBlock(before[root][0])
+                self._blocks[root] = block
+            else:
+                block.drop_unkept()
+                block.version = before[root][0]
+            for entry, told in added or ():
+                ranged = self._ranged(entry)
+                if ranged is not None:
+                    block.root = self.tree.queues[entry.queue.name].parent
+                block.add(entry, told, ranged)
+
     def _remember_quiet(
-        self, before: dict[str, tuple[int, int]], heads: list[Entry], result: CycleResult
+        self,
+        before: dict[str, tuple[int, int]],
+        heads: list[Entry],
+        result: CycleResult,
+        kept: dict[str, dict[str, Pending]],
     ) -> None:
         if not self._skipping_allowed():
             return
         evaluated: dict[str, dict[str, Pending]] = {root: {} for root in before}
+        for root, told in kept.items():
+            evaluated[root].update(told)
         for entry in heads:
             root = self._root_of[entry.queue.name]
             pending = result.evaluated.get(entry.workload.key)
@@ -201,6 +387,7 @@ class NominationMemory(SchedulerState):
         entry, witness = self._nominate(workload, queue)
         if len(self._nominations) > 4 * len(self.workloads) + 1024:
             self._nominations.clear()  # of workloads gone other than by finish()
+            self._blocks.clear()  # their heads' answers would be asked afresh
         self._nominations[workload.key] = (version, entry, witness)
         return entry
 

@@ -37,7 +37,12 @@ from queues.engine.model import (
     ReclaimWithinCohort,
     Workload,
 )
-from queues.engine.nomination_memory import HopelessRead, NominationMemory, Witness
+from queues.engine.nomination_memory import (
+    HopelessRead,
+    NominationMemory,
+    StandingBlock,
+    Witness,
+)
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
 from queues.engine.placement import fits_on_nodes
 from queues.engine.preemption import Preemptor, hopeless_as_used
@@ -190,18 +195,30 @@ class Scheduler(NominationMemory):
         # StrictFIFO heads left where they were that only stay pending (_standing).
         standing: list[tuple[Entry, Pending]] = []
         leave_standing = self.process_watch is None and self._skipping_allowed()
+        # Per tree met, its heads left standing last time, if still at its version.
+        blocks: dict[str, StandingBlock | None] = {}
         for name in self.board.ready_among(groups):
             root = self._root_of[name]
             if root in quiet or name in self._stopped:
                 continue
-            queue = self.policy.cluster_queues[name]
             if root not in before:
                 before[root] = self._signature(root)
+                if leave_standing:
+                    blocks[root] = self._standing_block(root)
             pending_queue = self.queues[name]
             resting = pending_queue.resting if leave_standing else None
             if resting is not None:
+                block = blocks[root]
+                if block is not None and not self._keeps(block, name, resting):
+                    block = None
+                if block is not None and not self.check_reuse:
+                    block.kept.append(name)  # told with its block (_tell_kept)
+                    continue
+                queue = self.policy.cluster_queues[name]
                 entry = self._nomination(resting, queue)
                 told = self._standing(entry)
+                if block is not None and told != block.told[resting.key]:
+                    raise AssertionError(f"{resting.key}: told {told}, its block says otherwise")
                 if told is not None:
                     standing.append((entry, told))
                     self.left_standing += 1
@@ -212,6 +229,7 @@ class Scheduler(NominationMemory):
                 continue
             workload = pending_queue.pop()
             if workload is not None:
+                queue = self.policy.cluster_queues[name]
                 heads.append(self._worded(self._nomination(workload, queue)))
         admitted_now: set[str] = set()
         victims: dict[str, Target] = {}
@@ -234,7 +252,9 @@ class Scheduler(NominationMemory):
             self.status[entry.workload.key] = told
             result.evaluated[entry.workload.key] = told
             heads.append(entry)
-        self._remember_quiet(before, heads, result)
+        kept = self._tell_kept(blocks, result)
+        self._remember_standing(before, blocks, standing)
+        self._remember_quiet(before, heads, result, kept)
         for evaluated in quiet.values():
             result.evaluated.update(evaluated)
         return result

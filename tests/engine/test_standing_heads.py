@@ -133,3 +133,96 @@ def test_a_standing_head_that_may_now_go_ahead_is_popped_and_admitted() -> None:
     assert standing.left_standing == 3  # the second to fourth cycles; the fifth popped it
     # "small", its queue's head now, cannot fit beside it and rests in turn.
     assert standing.queues["q"].resting is standing.workloads["default/small"]
+
+
+# A tree's standing heads are told with its block (StandingBlock) while its
+# version holds, or while the root's usage stays where a head's figures do
+# not move (below, the gang's queue borrows up to its limit).
+
+
+def _block_scenario() -> Any:
+    # Cohort "c": "q" has 2 GPUs and may borrow 2 more, "other" has 8. With
+    # "mine" (2) in q and "o1" (5) in other, the gang (3) sees 2 free: what
+    # q may still borrow, as long as the cohort uses at most 8 GPUs.
+    limited = cohort_queue("q", 2)
+    limited["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = 2
+    return parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [limited, cohort_queue("other", 8)],
+            "workloads": [
+                cohort_job("mine", "q", 2, 0),
+                cohort_job("o1", "other", 5, 0),
+                cohort_job("gang", "q", 3, 1),
+                cohort_job("o2", "other", 1, 2),
+                cohort_job("o3", "other", 1, 3),
+            ],
+        }
+    )
+
+
+def _replay_with_block(scheduler: Scheduler, then: str) -> list[tuple[list[str], str, int]]:
+    """Cycles as "o2" comes and is admitted (the cohort then uses 8 GPUs),
+    then as ``then`` happens: "o3" comes (9 GPUs), or "mine" ends (6 GPUs,
+    2 of them freed in the gang's own queue). What each cycle admitted and
+    told the gang, and the heads told with their block so far."""
+    by_name = {w.name: copy.deepcopy(w) for w in _block_scenario().workloads}
+    said = []
+    events: dict[float, Any] = {
+        0: lambda: [scheduler.add(by_name[n]) for n in ("mine", "o1")],
+        1: lambda: scheduler.add(by_name["gang"]),
+        2: lambda: scheduler.add(by_name["o2"]),
+        3: (
+            (lambda: scheduler.add(by_name["o3"]))
+            if then == "o3"
+            else (lambda: scheduler.finish("default/mine"))
+        ),
+    }
+    for now in (0, 1, 1.5, 2, 2.5, 3, 3.5, 4):
+        if now in events:
+            events[now]()
+        result = scheduler.cycle(now=float(now))
+        told = result.evaluated.get("default/gang")
+        message = "" if told is None else told.message
+        said.append((sorted(result.admitted), message, scheduler.told_with_block))
+    return said
+
+
+def _told_alike(then: str) -> list[tuple[list[str], str, int]]:
+    standing, popping = Scheduler(_block_scenario().policy), Scheduler(_block_scenario().policy)
+    popping.reuse_nominations = False
+    said = _replay_with_block(standing, then)
+    assert [s[:2] for s in said] == [s[:2] for s in _replay_with_block(popping, then)]
+    assert popping.told_with_block == 0
+    return said
+
+
+def test_a_standing_head_is_told_with_its_block_until_the_cohort_leaves_its_range() -> None:
+    said = _told_alike("o3")
+    assert [admitted for admitted, _, _ in said] == [
+        ["default/mine", "default/o1"],
+        [],
+        [],  # quiet: answered from the tree's memory
+        ["default/o2"],
+        [],
+        ["default/o3"],
+        [],
+        [],
+    ]
+    # At 2.5 the tree's version has moved ("o2" took a GPU), but the cohort
+    # still uses 8: told with its block; at 3 too (nothing moved since); at
+    # 3.5 the cohort uses 9, the gang is asked again and sees only 1 free.
+    assert [told_with for _, _, told_with in said] == [0, 0, 0, 0, 1, 2, 2, 2]
+    assert [message.rsplit(", ", 1)[-1] for _, message, _ in said[1:]] == [
+        *["1 more needed"] * 5,
+        *["2 more needed"] * 2,
+    ]
+
+
+def test_a_standing_head_is_asked_again_once_its_own_queue_gives_back_quota() -> None:
+    # "mine" ends: the cohort uses 6 GPUs, within the gang's range, but its
+    # own queue now has 2 free of its own: the gang is asked again, and fits.
+    said = _told_alike("mine")
+    assert [admitted for admitted, _, _ in said][5:] == [["default/gang"], [], []]
+    assert said[4][2] == 1  # told with its block at 2.5, as above
+    assert said[5][2] == 1
