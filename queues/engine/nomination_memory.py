@@ -159,6 +159,8 @@ class NominationMemory(SchedulerState):
         # and how many of those were told again with it, unasked.
         self._blocks: dict[str, StandingBlock] = {}
         self.told_with_block = 0
+        # Of those, told once quota had moved in their tree (over their ranges).
+        self.told_over_ranges = 0
         super().__init__(policy, workloads, now)
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
@@ -272,6 +274,8 @@ class NominationMemory(SchedulerState):
             self.reused += len(block.kept)
             self.left_standing += len(block.kept)
             self.told_with_block += len(block.kept)
+            if not block.exact:
+                self.told_over_ranges += len(block.kept)
             kept[root] = told
         return kept
 
