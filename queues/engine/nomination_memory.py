@@ -73,16 +73,18 @@ class StandingBlock:
         self.told: dict[str, Pending] = {}
         # By ClusterQueue, of the heads whose answers hold over ranges: its
         # queue's version then, and its ranges.
-        self.ranged: dict[str, int] = {}
+        self.ranged_versions: dict[str, int] = {}
         self._ranges: dict[str, Ranges] = {}
         # Where every ranged head's queue sits: right below this root.
         self.root: Node | None = None
         # The ranges all ranged heads hold over, once worked out.
         self._common: dict[FlavorResource, tuple[int, int]] | None = None
-        # The queues whose head the cycle under way found still resting there,
-        # and whether the version is still the block's (else only ranged ones).
+        # Scratch for the cycle under way, set by _standing_block: the queues
+        # whose head it found still resting there and told with the block, and
+        # whether the tree's version is still the block's (else only ranged
+        # heads are told with it).
         self.kept: list[str] = []
-        self.exact = True
+        self.version_holds = True
 
     def add(self, entry: Entry, told: Pending, ranged: tuple[int, Ranges] | None) -> None:
         name = entry.queue.name
@@ -90,7 +92,7 @@ class StandingBlock:
         self.entries[name] = entry
         self.told[entry.workload.key] = told
         if ranged is not None:
-            self.ranged[name] = ranged[0]
+            self.ranged_versions[name] = ranged[0]
             self._ranges[name] = ranged[1]
             self._common = None
 
@@ -103,7 +105,7 @@ class StandingBlock:
             workload = self.heads.pop(name)
             del self.entries[name]
             del self.told[workload.key]
-            if self.ranged.pop(name, None) is not None:
+            if self.ranged_versions.pop(name, None) is not None:
                 del self._ranges[name]
                 self._common = None
 
@@ -145,6 +147,9 @@ class NominationMemory(SchedulerState):
         self._quiet: dict[str, tuple[tuple[int, int], dict[str, Pending]]] = {}
         # False: every head is nominated afresh (what the reuse is checked against).
         self.reuse_nominations = True
+        # False: every standing head is asked, none told with its tree's block
+        # (StandingBlock; what the blocks are checked against).
+        self.standing_blocks = True
         # True: every reused answer is also asked afresh and must equal it, with
         # what it read (tests: an AssertionError says where they part).
         self.check_reuse = False
@@ -227,21 +232,31 @@ class NominationMemory(SchedulerState):
         block = self._blocks.get(root)
         if block is None:
             return None
+        if not self.standing_blocks:
+            return None
         block.kept = []
-        block.exact = block.version == self.tree_versions[root]
-        if block.exact:
+        block.version_holds = block.version == self.tree_versions[root]
+        if block.version_holds:
             return block
         if block.root is None or not block.holds_over(block.root.usage):
             return None
         return block
 
-    def _keeps(self, block: StandingBlock, name: str, resting: Workload) -> bool:
-        """Whether the queue's resting head is told as its block says."""
+    def _told_by_block(self, block: StandingBlock, name: str, resting: Workload) -> bool:
+        """Whether the queue's resting head is told as its block says: the
+        block's head there, whose nomination is still the one the block
+        holds (a cycle that asked it again since, or the table cleared,
+        leaves the block behind) and holds as _nomination would find."""
         if block.heads.get(name) is not resting:
             return False
-        return block.exact or block.ranged.get(name, -1) == self.queue_versions[name]
+        known = self._nominations.get(resting.key)
+        if known is None or known[1] is not block.entries[name]:
+            return False
+        return (
+            block.version_holds or block.ranged_versions.get(name, -1) == self.queue_versions[name]
+        )
 
-    def _ranged(self, entry: Entry) -> tuple[int, Ranges] | None:
+    def _range_witness(self, entry: Entry) -> tuple[int, Ranges] | None:
         """The head's queue version and ranges, if its answer holds over
         ranges of its root's usage (``StandingBlock``)."""
         known = self._nominations.get(entry.workload.key)
@@ -274,7 +289,7 @@ class NominationMemory(SchedulerState):
             self.reused += len(block.kept)
             self.left_standing += len(block.kept)
             self.told_with_block += len(block.kept)
-            if not block.exact:
+            if not block.version_holds:
                 self.told_over_ranges += len(block.kept)
             kept[root] = told
         return kept
@@ -305,8 +320,9 @@ class NominationMemory(SchedulerState):
             else:
                 block.drop_unkept()
                 block.version = before[root][0]
+                self._blocks[root] = block
             for entry, told in added or ():
-                ranged = self._ranged(entry)
+                ranged = self._range_witness(entry)
                 if ranged is not None:
                     block.root = self.tree.queues[entry.queue.name].parent
                 block.add(entry, told, ranged)
@@ -391,7 +407,6 @@ class NominationMemory(SchedulerState):
         entry, witness = self._nominate(workload, queue)
         if len(self._nominations) > 4 * len(self.workloads) + 1024:
             self._nominations.clear()  # of workloads gone other than by finish()
-            self._blocks.clear()  # their heads' answers would be asked afresh
         self._nominations[workload.key] = (version, entry, witness)
         return entry
 

@@ -195,8 +195,11 @@ class Scheduler(NominationMemory):
         # StrictFIFO heads left where they were that only stay pending (_standing).
         standing: list[tuple[Entry, Pending]] = []
         leave_standing = self.process_watch is None and self._skipping_allowed()
-        # Per tree met, its heads left standing last time, if still at its version.
+        # Per tree met, the heads its cycles left standing, if they may be
+        # told so again unasked (_standing_block).
         blocks: dict[str, StandingBlock | None] = {}
+        if not leave_standing and self._blocks:
+            self._blocks.clear()  # its heads are asked, not told, meanwhile
         for name in self.board.ready_among(groups):
             root = self._root_of[name]
             if root in quiet or name in self._stopped:
@@ -209,7 +212,7 @@ class Scheduler(NominationMemory):
             resting = pending_queue.resting if leave_standing else None
             if resting is not None:
                 block = blocks[root]
-                if block is not None and not self._keeps(block, name, resting):
+                if block is not None and not self._told_by_block(block, name, resting):
                     block = None
                 if block is not None and not self.check_reuse:
                     block.kept.append(name)  # told with its block (_tell_kept)
