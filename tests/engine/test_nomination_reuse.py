@@ -132,10 +132,17 @@ def test_a_nomination_is_asked_again_when_its_own_queue_changed_though_its_figur
 
 
 def cohort_queue(
-    name: str, nominal: int, cores: int | None = None, cohort: str = "c"
+    name: str,
+    nominal: int,
+    cores: int | None = None,
+    cohort: str = "c",
+    borrowing_limit: int | None = None,
 ) -> dict[str, Any]:
-    """A StrictFIFO queue of ``nominal`` h100 GPUs (and ``cores`` cores) in ``cohort``."""
+    """A StrictFIFO queue of ``nominal`` h100 GPUs (and ``cores`` cores) in
+    ``cohort``, borrowing GPUs up to ``borrowing_limit`` if given."""
     quotas: list[dict[str, Any]] = [{"name": GPU, "nominalQuota": nominal}]
+    if borrowing_limit is not None:
+        quotas[0]["borrowingLimit"] = borrowing_limit
     if cores is not None:
         quotas.append({"name": "cpu", "nominalQuota": cores})
     return {

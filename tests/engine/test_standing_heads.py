@@ -146,12 +146,10 @@ def _block_scenario() -> Any:
     # Cohort "c": "q" has 2 GPUs and may borrow 2 more, "other" has 8. With
     # "mine" (2) in q and "o1" (5) in other, the gang (3) sees 2 free: what
     # q may still borrow, as long as the cohort uses at most 8 GPUs.
-    limited = cohort_queue("q", 2)
-    limited["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = 2
     return parse(
         {
             "resourceFlavors": [{"name": "h100"}],
-            "clusterQueues": [limited, cohort_queue("other", 8)],
+            "clusterQueues": [cohort_queue("q", 2, borrowing_limit=2), cohort_queue("other", 8)],
             "workloads": [
                 cohort_job("mine", "q", 2, 0),
                 cohort_job("o1", "other", 5, 0),
@@ -239,12 +237,11 @@ def _busy_cohort(rng: random.Random) -> tuple[Policy, list[Workload]]:
     no answer is reused, in any tree."""
     queues = [cohort_queue("solo", 4, cohort="elsewhere")]
     for i in range(rng.randint(2, 4)):
-        queue = cohort_queue(f"q{i}", rng.randint(1, 4), cohort="org")
-        if rng.random() < 0.3:
-            queue["preemption"] = {"reclaimWithinCohort": "Any"}
+        nominal, reclaims_any = rng.randint(1, 4), rng.random() < 0.3
         limit = rng.choice([0, 1, 2, 3, None])
-        if limit is not None:
-            queue["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = limit
+        queue = cohort_queue(f"q{i}", nominal, cohort="org", borrowing_limit=limit)
+        if reclaims_any:
+            queue["preemption"] = {"reclaimWithinCohort": "Any"}
         queues.append(queue)
     policy = parse({"resourceFlavors": [{"name": "h100"}], "clusterQueues": queues}).policy
     workloads = [
@@ -298,30 +295,24 @@ def _asked(scheduler: Scheduler) -> tuple[object, ...]:
     )
 
 
-def test_heads_told_over_their_ranges_replay_as_heads_asked_afresh() -> None:
-    # Seeded, not drawn: the last assertion needs the whole run's count.
-    over_ranges = 0
+def test_heads_told_with_their_blocks_replay_and_cost_as_heads_asked() -> None:
+    # Seeded, not drawn: the last assertions need the whole run's counts.
+    # Each replay with blocks is held to one with every head asked afresh
+    # (what is said and admitted), and to one with no blocks, where a head
+    # told with its block counts as the reused answer asking it would have
+    # given: every count is as with no blocks.
+    over_ranges = told_with_block = 0
     for seed in range(120):
         policy, workloads = _busy_cohort(random.Random(seed))
         fresh, _ = _replayed(policy, workloads, reuse=False)
-        told, scheduler = _replayed(policy, workloads)
-        assert told == fresh, seed
-        over_ranges += scheduler.told_over_ranges
-    assert over_ranges > 100  # the ranges were put to the test
-
-
-def test_heads_told_with_their_blocks_cost_what_asking_them_would_have() -> None:
-    # Told with its block, a head counts as the reused answer asking it
-    # would have given: every count is as with no blocks, not only what is
-    # said and admitted.
-    told_with_block = 0
-    for seed in range(120):
-        policy, workloads = _busy_cohort(random.Random(seed))
         without, asking = _replayed(policy, workloads, blocks=False)
         told, scheduler = _replayed(policy, workloads)
+        assert told == fresh, seed
         assert (told, _asked(scheduler)) == (without, _asked(asking)), seed
         assert asking.told_with_block == 0
+        over_ranges += scheduler.told_over_ranges
         told_with_block += scheduler.told_with_block
+    assert over_ranges > 100  # the ranges were put to the test
     assert told_with_block > 1000
 
 
