@@ -105,17 +105,34 @@ def used_no_less(node: Node, usage: Mapping[FlavorResource, int], then: tuple[in
     admission in a busy cohort, building the tuple and zipping it cost
     more than the question."""
     index = 0
+    count = len(then)
     level: Node | None = node
     while level is not None:
         used = level.usage
         for fr in usage:
+            if index >= count:
+                # Read along another tree or request: said as such, not as
+                # an IndexError from deep in a reused answer's check.
+                raise ValueError(_misread(node, then, usage))
             if used.get(fr, 0) < then[index]:
                 return False
             index += 1
         level = level.parent
-    if index != len(then):
-        raise ValueError(f"{node.name}: {len(then)} figures for {index} levels and resources")
+    if index != count:
+        raise ValueError(_misread(node, then, usage))
     return True
+
+
+def _misread(node: Node, then: tuple[int, ...], usage: Mapping[FlavorResource, int]) -> str:
+    levels = 0
+    level: Node | None = node
+    while level is not None:
+        levels += 1
+        level = level.parent
+    return (
+        f"{node.name}: {len(then)} usage figures read for {levels} level(s) × "
+        f"{len(usage)} flavor-resource(s); usage_along reads one per level and resource"
+    )
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queues.engine.model import ClusterQueue, Cohort, FlavorQuotas, Policy, Quota, ResourceGroup
 from queues.engine.quota import QuotaTree
+from queues.engine.victim_search import usage_along, used_no_less
 
 FR = ("default", "cpu")
 
@@ -166,3 +168,20 @@ def test_a_queue_at_its_borrowing_limit_is_steady_whatever_its_cohort_uses() -> 
     assert lo is not None and hi is not None and lo <= 0 and hi >= 14
     # Below a root only: a cohort's own room, or a queue's deeper down, is not worked out.
     assert t.cohorts["c"].steady_between(FR) is None
+
+
+def test_usage_read_along_another_tree_is_said_so_either_way() -> None:
+    """``used_no_less`` compares figures ``usage_along`` read: too few (the
+    tree deeper than when read) or too many are a ValueError naming the
+    queue and the counts, not an IndexError or a silent answer."""
+    t = tree(queue("a", "c", 10), queue("b", "c", 5))
+    node = t.queues["a"]
+    read = usage_along(node, {FR: 4})
+    assert read == (0, 0)
+    assert used_no_less(node, {FR: 4}, read)
+    t.add("b", {FR: 3})
+    assert used_no_less(node, {FR: 4}, read)
+    assert not used_no_less(node, {FR: 4}, (1, 0))
+    for wrong in ((0,), (0, 0, 0)):
+        with pytest.raises(ValueError, match=r"a: \d usage figures read for 2 level\(s\) × 1"):
+            used_no_less(node, {FR: 4}, wrong)
