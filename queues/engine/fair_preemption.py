@@ -43,10 +43,8 @@ class FairSharingSearch(VictimSearch):
         policy = queue.preemption
         candidates: list[Candidate] = []
         if policy.within_cluster_queue is not WithinClusterQueue.NEVER:
-            for workload in self._reserved(queue.name, preemptor):
-                if self._uses(workload, contested) and self._satisfies(
-                    policy.within_cluster_queue.value, preemptor, workload
-                ):
+            for workload in self._using(queue.name, preemptor, contested):
+                if self._satisfies(policy.within_cluster_queue.value, preemptor, workload):
                     candidates.append(Candidate(workload, node, Variant.WITHIN_QUEUE))
         if (
             node.parent is not None
@@ -57,10 +55,8 @@ class FairSharingSearch(VictimSearch):
                     other.usage.get(fr, 0) > other.nominal(fr) for fr in contested
                 ):
                     continue
-                for workload in self._reserved(other.name, preemptor):
-                    if self._uses(workload, contested) and self._satisfies(
-                        policy.reclaim_within_cohort.value, preemptor, workload
-                    ):
+                for workload in self._using(other.name, preemptor, contested):
+                    if self._satisfies(policy.reclaim_within_cohort.value, preemptor, workload):
                         candidates.append(
                             Candidate(workload, other, Variant.RECLAIM_WITHOUT_BORROWING)
                         )

@@ -143,3 +143,45 @@ def test_an_evicting_workload_in_the_own_queue_goes_before_a_running_one_elsewhe
     scheduler.release("default/old")
     assert list(scheduler.cycle(now=5).admitted) == ["default/second"]
     assert borrower.admission is not None
+
+
+def test_candidates_are_only_holders_of_a_contested_flavor_resource() -> None:
+    """Kueue only takes as candidates workloads using a resource the
+    preemptor contests: a holder of another flavor frees nothing there. Its
+    victim walk would put such a one back (nothing here fails without the
+    filter), so the gathering itself is pinned."""
+    flavors = [
+        {"name": name, "resources": [{"name": GPU, "nominalQuota": 2}]} for name in ("a100", "h100")
+    ]
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "a100"}, {"name": "h100"}],
+            "clusterQueues": [
+                {
+                    "name": "q",
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
+                }
+            ],
+            "workloads": [
+                job("on-a100", 0, 0, admittedAt=1, admission={"main": {GPU: "a100"}}),
+                job("on-h100", 0, 0, admittedAt=1, admission={"main": {GPU: "h100"}}),
+                job("urgent", 5, 2),
+            ],
+        }
+    )
+    by_name = {w.name: w for w in scenario.workloads}
+    scheduler = Scheduler(scenario.policy)
+    for name in ("on-a100", "on-h100", "urgent"):
+        scheduler.add(by_name[name])
+    search = scheduler.preemptor_for(set())
+    urgent = by_name["urgent"]
+    a100, h100 = ("a100", GPU), ("h100", GPU)
+    assert [w.name for w in search._using("q", urgent, {a100})] == ["on-a100"]
+    assert [w.name for w in search._using("q", urgent, {h100})] == ["on-h100"]
+    assert [w.name for w in search._using("q", urgent, {a100, h100})] == ["on-a100", "on-h100"]
+    assert [w.name for w in search._using("q", urgent, {("a100", "cpu")})] == []
+    # Itself and those excluded (admitted earlier in the cycle) are never candidates.
+    assert search._using("q", by_name["on-a100"], {a100}) == []
+    excluding = scheduler.preemptor_for({"default/on-h100"})
+    assert excluding._using("q", urgent, {a100, h100}) == [by_name["on-a100"]]
