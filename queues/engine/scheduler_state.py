@@ -247,9 +247,13 @@ class SchedulerState:
         else:
             roots = {r for r in self._unpark_requests if self.group_of_root[r] in groups}
             self._unpark_requests -= roots
-        for name in sorted(self.board.parking):
-            if self._root_of[name] in roots:
-                moved += self.queues[name].unpark()
+        if not roots:
+            return 0
+        root_of = self._root_of
+        # In name order, as ever; sorted once picked: most parked queues are
+        # in trees nothing was freed in.
+        for name in sorted([name for name in self.board.parking if root_of[name] in roots]):
+            moved += self.queues[name].unpark()
         return moved
 
     def has_parked_in(self, group: str | None = None) -> bool:
