@@ -6,6 +6,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -82,6 +83,11 @@ class Reader:
             return default
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.error(path, "type", "must be a number")
+            return default
+        if not math.isfinite(value):
+            # YAML's .nan and .inf: a NaN time orders nothing consistently (a
+            # victim search's sort), and none of these fields means "never".
+            self.error(path, "finite", "must be a finite number, not .nan or .inf")
             return default
         if minimum is not None and value < minimum:
             self.error(path, "range", f"must be at least {minimum}")
@@ -164,6 +170,9 @@ def read_seconds(reader: Reader, path: str, value: Any, *, required: bool = Fals
         reader.error(path, "type", "must be a number of seconds or a duration like 30m")
         return None
     if isinstance(value, int | float):
+        if math.isnan(value):
+            reader.error(path, "finite", "must be a number of seconds (.inf: never), not .nan")
+            return None
         if value < 0:
             reader.error(path, "non-negative", "must be 0 or more")
             return None

@@ -61,6 +61,19 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
         (["simulation"], {"requeueDelay": -1}, "simulation.requeueDelay", "range"),
         (["simulation"], {"evictionDelay": "soon"}, "simulation.evictionDelay", "type"),
         (["simulation"], {"tick": 1}, "simulation.tick", "unknown-field"),
+        # YAML's .nan and .inf are floats: a time or delay must be finite.
+        (["simulation"], {"evictionDelay": float("inf")}, "simulation.evictionDelay", "finite"),
+        (["workloads", 0, "admittedAt"], float("nan"), "workloads[0].admittedAt", "finite"),
+        (["workloads", 0, "creationTime"], float("-inf"), "workloads[0].creationTime", "finite"),
+        # A duration may be .inf (never), not .nan.
+        (["workloads", 0, "runtime"], float("nan"), "workloads[0].runtime", "finite"),
+        (["workloads", 0, "podsReadyAfter"], float("nan"), "workloads[0].podsReadyAfter", "finite"),
+        (
+            ["admissionFairSharing"],
+            {"usageHalfLifeTime": "1h", "resourceWeights": {"cpu": float("nan")}},
+            "admissionFairSharing.resourceWeights.cpu",
+            "finite",
+        ),
         (
             ["clusterQueues", 0, "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"],
             "8X",
