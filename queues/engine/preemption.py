@@ -431,7 +431,8 @@ class Preemptor(FairSharingSearch):
         queue or none is (``_classic``'s lists), so the order is lowest
         priority, then latest admitted, then key: sorted as plain tuples built
         in a loop (the position breaks no tie, keys being unique), not with a
-        key function called for each (a quarter of a busy cohort's searches)."""
+        key function called for each (a quarter of a busy cohort's search
+        time went to that sort)."""
         evicting: list[Candidate] = []
         rest: list[Candidate] = []
         now = self.now
