@@ -31,6 +31,7 @@ from queues.engine.rehearsal import (
     rehearse_until_stable,
 )
 from queues.engine.scheduler import Scheduler
+from queues.engine.victim_search import holds_any
 
 
 @dataclass
@@ -218,7 +219,7 @@ def _preemption(scheduler: Scheduler, workload: Workload, assignment: Assignment
         if other_name != queue.name and (node.parent is None or other.root() is not node.root()):
             continue
         for key, holder in sorted(holders.items()):
-            if not any(fr in contested for fr in scheduler.usage_of.get(key, {})):
+            if not holds_any(scheduler.usage_of.get(key, {}), contested):
                 continue
             why = preemptor.protection(workload, queue, holder, contested)
             if why:

@@ -85,7 +85,7 @@ HopelessRead = tuple[
 ]
 
 
-def _holds_any(usage: Mapping[FlavorResource, int], contested: set[FlavorResource]) -> bool:
+def holds_any(usage: Mapping[FlavorResource, int], contested: set[FlavorResource]) -> bool:
     """Whether ``usage`` has any of ``contested`` (at any amount). Looked up
     one contested flavor-resource at a time: there are fewer of those than a
     workload holds, and each lookup hashes a (flavor, resource) tuple."""
@@ -277,7 +277,7 @@ class VictimSearch:
         for key, workload in held.items():
             if key == skip or key in exclude:
                 continue
-            if _holds_any(usage_of[key], contested):
+            if holds_any(usage_of[key], contested):
                 using.append(workload)
         return using
 
