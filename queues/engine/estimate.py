@@ -14,7 +14,9 @@ work that fits while it does not.
 Each run looks ``HORIZON`` (30 days) ahead: a start further away, or one
 that never comes (work ahead of it that runs for ever, a cohort tree whose
 workloads preempt each other every eviction for ever), is None. Without it,
-such a tree would keep a run going for ever.
+such a tree would keep a run going for ever; with it alone, a tree churning
+every 30 s took half a minute to play its 30 days, so a run stops a tree
+once its state comes back the same (``queues.engine.repeats``).
 
 ``requeue_delay`` and ``eviction_delay`` are the cluster's (see
 ``Simulator``): a real Kueue's second and 30 s by default. Work holding quota
@@ -77,16 +79,18 @@ def _runtime(workload: Workload, early: bool) -> float:
     return NEVER
 
 
-def _first_admissions(
+def forward_run(
     scheduler: Scheduler,
     now: float,
     factor: float,
     pace: Pace,
     until: str | None = None,
     arrivals: Sequence[Workload] = (),
-) -> dict[str, float | None]:
-    """When each workload is first admitted if the state runs forward from now;
-    with ``until``, stop once that one is. ``factor`` 1 is the latest run."""
+) -> Simulator:
+    """The state as a simulation from now, not yet run; with ``until``, it
+    stops once that one is admitted. ``factor`` 1 is the latest run. A group
+    seen repeating itself (``queues.engine.repeats``: churning for ever) is
+    left there: what it has not admitted by then it never does."""
     early = factor < 1.0
     stream = []
     for arrival in arrivals if not early else ():
@@ -109,7 +113,7 @@ def _first_admissions(
                 copied.work_done = done + (copied.runtime - done) * share
             copied.admitted_at = now
         stream.append((copied, "state"))
-    simulator = Simulator(
+    return Simulator(
         scheduler.policy,
         stream,
         start=now,
@@ -119,8 +123,13 @@ def _first_admissions(
         eviction_delay=pace.eviction_delay,
         check_delay=0.0 if early else pace.check_wait,
         check_delays=None if early else pace.check_left,
+        stop_repeating=True,
     )
-    result = simulator.run()
+
+
+def _first_admissions(scheduler: Scheduler, run: Simulator) -> dict[str, float | None]:
+    """When each of the scheduler's workloads is first admitted in ``run``."""
+    result = run.run()
     return {
         key: None if record.first_admitted in (None, NEVER) else record.first_admitted
         for key, record in result.records.items()
@@ -143,10 +152,11 @@ def estimate_start(
     if workload.admission is not None:
         started = workload.admitted_at if workload.admitted_at is not None else when
         return StartEstimate(started, started)
-    return StartEstimate.between(
-        _first_admissions(scheduler, when, optimism, pace, until=key).get(key),
-        _first_admissions(scheduler, when, 1.0, pace, until=key, arrivals=arrivals).get(key),
+    early = _first_admissions(scheduler, forward_run(scheduler, when, optimism, pace, until=key))
+    late = _first_admissions(
+        scheduler, forward_run(scheduler, when, 1.0, pace, until=key, arrivals=arrivals)
     )
+    return StartEstimate.between(early.get(key), late.get(key))
 
 
 def estimate_all(
@@ -163,6 +173,6 @@ def estimate_all(
     pending = [k for k, w in scheduler.workloads.items() if w.admission is None and w.active]
     if not pending:
         return {}
-    early = _first_admissions(scheduler, when, optimism, pace)
-    late = _first_admissions(scheduler, when, 1.0, pace, arrivals=arrivals)
+    early = _first_admissions(scheduler, forward_run(scheduler, when, optimism, pace))
+    late = _first_admissions(scheduler, forward_run(scheduler, when, 1.0, pace, arrivals=arrivals))
     return {key: StartEstimate.between(early.get(key), late.get(key)) for key in pending}

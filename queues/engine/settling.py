@@ -121,6 +121,11 @@ class Settler:
                     self._backoff.pop(group, None)
                     active.discard(group)
 
+    def backoff(self, group: str) -> float | None:
+        """How long ``group`` waits after its next livelock (None: the first
+        back-off, it has not livelocked since it last settled)."""
+        return self._backoff.get(group)
+
     def _livelock(self, group: str, now: float, retry: Callable[[float, str], None]) -> None:
         """Tried again after a back-off that doubles, up to ``RETRY_CEILING``;
         a group that still churns then is not tried again on its own (retry

@@ -15,6 +15,10 @@ Admission checks are answered Ready at once (``check_delay`` seconds later):
 the simulator measures queueing, not people; unless ``check_delays`` says how
 long a workload's checks took (a recorded approval; infinity: never answered).
 
+With ``stop_repeating`` (start estimates) a group seen to churn for ever
+(``queues.engine.repeats``) is left there: its first admissions stay exact,
+its other figures stop.
+
 With a ``horizon`` (a what-if's window end) the clock stops there: what had
 not been admitted by then was never admitted, and its wait is censored at the
 horizon (see ``WorkloadRecord.censored_wait``). ``context`` names workloads
@@ -38,6 +42,7 @@ from mypy_extensions import mypyc_attr
 
 from queues.engine.arrivals import Arrivals
 from queues.engine.model import CheckState, Policy, Workload
+from queues.engine.repeats import GroupState, RepeatWatch, group_state, shifted, watchable
 from queues.engine.replay_records import (
     SimulationResult,
     WorkloadRecord,
@@ -99,6 +104,7 @@ class Simulator:
         check_delays: Mapping[str, float] | None = None,
         sample_every: float | None = None,
         main_resource: str | None = None,
+        stop_repeating: bool = False,
     ) -> None:
         """``sample_every`` and ``main_resource`` default to what the stream
         asks for; a replay split into groups (``queues.engine.split``) gives
@@ -164,6 +170,13 @@ class Simulator:
         self.settler = Settler(self.scheduler, self.records, requeue_delay)
         self._groups = sorted(set(self.scheduler.group_of.values()))
         self._last_event: dict[str, float] = {}
+        # Groups found to repeat (stop_repeating), and what preempted at the
+        # event time being replayed: only a preemption starts a turn of a churn.
+        self.repeats = (
+            RepeatWatch() if stop_repeating and watchable(policy, self.scheduler) else None
+        )
+        self.repeating: set[str] = set()
+        self._preempted_in: set[str] = set()
 
     # ---------------------------------------------------------------- events
 
@@ -202,8 +215,11 @@ class Simulator:
     def done(self) -> bool:
         if self.until_admitted is not None:
             record = self.records.get(self.until_admitted)
-            if record is not None and record.first_admitted is not None:
-                return True
+            if record is not None:
+                if record.first_admitted is not None:
+                    return True
+                if self.scheduler.group_of[record.cluster_queue] in self.repeating:
+                    return True  # never admitted: its group only repeats itself
         at = self._next_event_time()
         return at == math.inf or (self.horizon is not None and at >= self.horizon)
 
@@ -237,6 +253,8 @@ class Simulator:
         for group in sorted(self.scheduler.groups_asking_to_unpark()):
             if group in self._unpark_due:
                 continue  # capacity freed again joins the batch already due
+            if group in self.repeating:
+                continue  # left where it was found to repeat
             if self.scheduler.has_parked_in(group):
                 # Not before a group backing off after a livelock is tried again:
                 # freed by its own churn, its parked workloads would cycle it at
@@ -248,9 +266,46 @@ class Simulator:
                 self._push(due, UNPARK, group)
             else:  # nothing parked, nothing to wait for
                 self.scheduler.apply_unpark_requests({group})
+        if self._preempted_in:
+            self._watch_repeats(now)
+
+    def _watch_repeats(self, now: float) -> None:
+        """Each group that preempted at ``now``: is its state one it had
+        before? Only once no arrival is left: from either time on, the group
+        then sees nothing but what its own state holds."""
+        groups, self._preempted_in = sorted(self._preempted_in), set()
+        if self.repeats is None or self.arrivals.pending:
+            return
+        for group in groups:
+            state = self.state_of(group, now)
+            if state is not None and self.repeats.saw(group, state, now):
+                self.repeating.add(group)
+
+    def state_of(self, group: str, now: float) -> GroupState | None:
+        """``repeats.group_state`` and the run's own clock for the group."""
+        scheduler, start = self.scheduler, self.start
+        queues = [name for name, g in scheduler.group_of.items() if g == group]
+        held = group_state(scheduler, group, queues, now, start)
+        if held is None:
+            return None
+        timers = tuple(
+            (shifted(at, now, start), kind, payload[0] if isinstance(payload, tuple) else payload)
+            for at, _, kind, payload in sorted(self._events)
+            if not self._cancelled(kind, payload) and group in self._group_of_event(kind, payload)
+        )
+        started = sorted(
+            (key, shifted(at, now, start))
+            for key, at in self._run_started.items()
+            if scheduler.group_of[self.records[key].cluster_queue] == group
+        )
+        due = (self._unpark_due.get(group), self._retry_due.get(group))
+        clock = (timers, tuple(shifted(at, now, start) for at in due), tuple(started))
+        return (held, clock, self.settler.backoff(group))
 
     def _event(self, now: float, kind: str, payload: Any, touched: set[str]) -> None:
         cancelled = self._cancelled(kind, payload)
+        if not cancelled and self.repeating:
+            cancelled = not self._group_of_event(kind, payload) - self.repeating
         if not cancelled:
             groups = self._group_of_event(kind, payload)
             touched |= groups
@@ -526,6 +581,8 @@ class Simulator:
         by_queue = self.preemptions_by_queue[queue]
         by_queue[reason] = by_queue.get(reason, 0) + 1
         self._requeued[key] = now  # Kueue marks it Requeued as it evicts it
+        if self.repeats is not None:
+            self._preempted_in.add(self.scheduler.group_of[queue])
         if self.scheduler.defer_release:
             self._push(now + self.eviction_delay, RELEASE, key)
         started = self._run_started.pop(key, None)

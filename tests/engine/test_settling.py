@@ -220,8 +220,8 @@ def _pending_gang_and_small() -> Scheduler:
 
 def test_start_estimates_end_on_a_tree_that_churns_at_every_eviction() -> None:
     # Evicting taking an hour, the gang preempts "small" every hour for ever;
-    # no instant livelocks. The forward runs stop 30 days ahead: the gang
-    # does not start within them. (With the cluster's 30 s, the same.)
+    # no instant livelocks. The gang does not start within the forward runs'
+    # 30 days (which stop once the tree repeats itself: test_repeats.py).
     scheduler = _pending_gang_and_small()
     pace = Pace(requeue_delay=1.0, eviction_delay=3600.0)
     with _failing_after(120):
