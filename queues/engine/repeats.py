@@ -32,7 +32,7 @@ such creation time, which then holds at every later event time too.
 Only where the rest of the state is known to be the same: no admission fair
 sharing (a decaying usage ledger), no fair sharing, no waitForPodsReady, no
 topology-aware placement (``watchable``), and no arrivals left to come
-(the simulator checks). Pure Python: no Django, no kubernetes client.
+in the group (``RepeatWatch.arriving``). Pure Python: no Django, no kubernetes client.
 """
 
 from __future__ import annotations
@@ -90,6 +90,27 @@ def watchable(policy: Policy, scheduler: Scheduler) -> bool:
         and scheduler.placer is None
         and scheduler.ledger is None
     )
+
+
+def watch_for(
+    policy: Policy,
+    scheduler: Scheduler,
+    stop_repeating: bool | None,
+    horizon: float | None,
+    arriving: Iterable[Workload] = (),
+) -> RepeatWatch | None:
+    """What watches a run given ``arriving`` for repeats, if it stops them
+    (``stop_repeating``; None: when it has no horizon, else it would never
+    end) and can see them."""
+    if not (horizon is None if stop_repeating is None else stop_repeating):
+        return None
+    if not watchable(policy, scheduler):
+        return None
+    watch = RepeatWatch()
+    for workload in arriving:
+        group = scheduler.group_of[workload.cluster_queue]
+        watch.arriving[group] = watch.arriving.get(group, 0) + 1
+    return watch
 
 
 def shifted(at: float | None, now: float, start: float) -> tuple[str, float] | None:
@@ -200,6 +221,10 @@ class RepeatWatch:
     seen within a few times ``n`` of them, holding one state per group."""
 
     def __init__(self) -> None:
+        # The groups that preempted at the event time being replayed, and
+        # how many workloads are yet to arrive in each group.
+        self.preempted: set[str] = set()
+        self.arriving: dict[str, int] = {}
         self._kept: dict[str, tuple[GroupState, float]] = {}
         self._taken: dict[str, int] = {}
         self._power: dict[str, int] = {}
@@ -222,8 +247,5 @@ class RepeatWatch:
         self._taken[group] = taken
         return False
 
-    def forget(self, group: str) -> None:
-        """Something the state does not hold happened there (an arrival)."""
-        self._kept.pop(group, None)
-        self._taken.pop(group, None)
-        self._power.pop(group, None)
+    def arrived(self, group: str) -> None:
+        self.arriving[group] -= 1

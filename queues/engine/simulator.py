@@ -15,9 +15,9 @@ Admission checks are answered Ready at once (``check_delay`` seconds later):
 the simulator measures queueing, not people; unless ``check_delays`` says how
 long a workload's checks took (a recorded approval; infinity: never answered).
 
-With ``stop_repeating`` (start estimates) a group seen to churn for ever
-(``queues.engine.repeats``) is left there: its first admissions stay exact,
-its other figures stop.
+With ``stop_repeating`` (without a horizon by default; estimates always) a
+group seen to churn for ever (``queues.engine.repeats``) is left there as a
+livelock: its first admissions stay exact, its other figures stop.
 
 With a ``horizon`` (a what-if's window end) the clock stops there: what had
 not been admitted by then was never admitted, and its wait is censored at the
@@ -42,7 +42,7 @@ from mypy_extensions import mypyc_attr
 
 from queues.engine.arrivals import Arrivals
 from queues.engine.model import CheckState, Policy, Workload
-from queues.engine.repeats import GroupState, RepeatWatch, group_state, shifted, watchable
+from queues.engine.repeats import GroupState, RepeatWatch, group_state, shifted, watch_for
 from queues.engine.replay_records import (
     SimulationResult,
     WorkloadRecord,
@@ -104,7 +104,7 @@ class Simulator:
         check_delays: Mapping[str, float] | None = None,
         sample_every: float | None = None,
         main_resource: str | None = None,
-        stop_repeating: bool = False,
+        stop_repeating: bool | None = None,
     ) -> None:
         """``sample_every`` and ``main_resource`` default to what the stream
         asks for; a replay split into groups (``queues.engine.split``) gives
@@ -170,13 +170,10 @@ class Simulator:
         self.settler = Settler(self.scheduler, self.records, requeue_delay)
         self._groups = sorted(set(self.scheduler.group_of.values()))
         self._last_event: dict[str, float] = {}
-        # Groups found to repeat (stop_repeating), and what preempted at the
-        # event time being replayed: only a preemption starts a turn of a churn.
-        self.repeats = (
-            RepeatWatch() if stop_repeating and watchable(policy, self.scheduler) else None
+        self.repeats = watch_for(
+            policy, self.scheduler, stop_repeating, horizon, self.arrivals.given()
         )
-        self.repeating: set[str] = set()
-        self._preempted_in: set[str] = set()
+        self.repeating: set[str] = set()  # groups found to repeat, left there
 
     # ---------------------------------------------------------------- events
 
@@ -266,20 +263,21 @@ class Simulator:
                 self._push(due, UNPARK, group)
             else:  # nothing parked, nothing to wait for
                 self.scheduler.apply_unpark_requests({group})
-        if self._preempted_in:
-            self._watch_repeats(now)
+        if self.repeats is not None and self.repeats.preempted:
+            self._watch_repeats(now, self.repeats)
 
-    def _watch_repeats(self, now: float) -> None:
-        """Each group that preempted at ``now``: is its state one it had
-        before? Only once no arrival is left: from either time on, the group
-        then sees nothing but what its own state holds."""
-        groups, self._preempted_in = sorted(self._preempted_in), set()
-        if self.repeats is None or self.arrivals.pending:
-            return
+    def _watch_repeats(self, now: float, repeats: RepeatWatch) -> None:
+        """Each group that preempted at ``now``: is its state one it had before?
+        Once no arrival is left there (from then on, it sees nothing but what
+        its state holds; and replayed on its own, split, it stops as here)."""
+        groups, repeats.preempted = sorted(repeats.preempted), set()
         for group in groups:
+            if repeats.arriving.get(group):
+                continue
             state = self.state_of(group, now)
-            if state is not None and self.repeats.saw(group, state, now):
+            if state is not None and repeats.saw(group, state, now):
                 self.repeating.add(group)
+                self.settler.livelocks += 1  # a loop of preemptions, only slower
 
     def state_of(self, group: str, now: float) -> GroupState | None:
         """``repeats.group_state`` and the run's own clock for the group."""
@@ -293,10 +291,11 @@ class Simulator:
             for at, _, kind, payload in sorted(self._events)
             if not self._cancelled(kind, payload) and group in self._group_of_event(kind, payload)
         )
+        held_now = scheduler.workloads  # a finished run's start stays behind
         started = sorted(
             (key, shifted(at, now, start))
             for key, at in self._run_started.items()
-            if scheduler.group_of[self.records[key].cluster_queue] == group
+            if key in held_now and scheduler.group_of[held_now[key].cluster_queue] == group
         )
         due = (self._unpark_due.get(group), self._retry_due.get(group))
         clock = (timers, tuple(shifted(at, now, start) for at in due), tuple(started))
@@ -447,6 +446,8 @@ class Simulator:
         if kind == ARRIVE:
             workload: Workload = payload
             self.scheduler.add(workload)
+            if self.repeats is not None:
+                self.repeats.arrived(self.scheduler.group_of[workload.cluster_queue])
             if workload.key in self.scheduler.backing_off:
                 group = self.scheduler.group_of[workload.cluster_queue]
                 self._push(workload.requeue_at or now, REQUEUE, group)
@@ -581,8 +582,8 @@ class Simulator:
         by_queue = self.preemptions_by_queue[queue]
         by_queue[reason] = by_queue.get(reason, 0) + 1
         self._requeued[key] = now  # Kueue marks it Requeued as it evicts it
-        if self.repeats is not None:
-            self._preempted_in.add(self.scheduler.group_of[queue])
+        if self.repeats is not None:  # only a preemption starts a turn of a churn
+            self.repeats.preempted.add(self.scheduler.group_of[queue])
         if self.scheduler.defer_release:
             self._push(now + self.eviction_delay, RELEASE, key)
         started = self._run_started.pop(key, None)

@@ -1,6 +1,7 @@
 """A group whose state comes back shifted in time (``queues.engine.repeats``):
-a forward run with ``stop_repeating`` leaves it there, and says of every
-workload the first admission the whole run would have, within its horizon.
+a run with ``stop_repeating`` (start estimates; any run without a horizon,
+which would otherwise never end) leaves it there, and gives every workload
+the first admission the whole run would have.
 
 The churn is ``test_settling``'s: a gang of 6 and 9 GPUs preempts "small"
 on flavor "a" for its second pod set; once "small" is gone its first set
@@ -20,9 +21,13 @@ from queues.engine.repeats import (
     TIME_FIELDS,
     UNREAD_FIELDS,
     shifted,
+    watch_for,
 )
+from queues.engine.scheduler import Scheduler
 from queues.engine.simulator import Simulator
+from queues.engine.split import replay_split
 from tests.engine.test_settling import GPU, _job, _pending_gang_and_small, _policy
+from tests.engine.test_split import everything
 
 DAY = 24 * 3600.0
 
@@ -84,6 +89,60 @@ def test_the_churning_tree_is_found_repeating_after_a_few_turns() -> None:
     records = simulator.all_records()
     assert records["default/gang"].first_admitted is None
     assert records["default/small"].first_admitted is not None
+
+
+def test_a_replay_without_a_horizon_ends_once_its_churning_tree_repeats() -> None:
+    # Without a horizon the churn kept the replay going for ever
+    # (``manage.py simulate`` on it never returned). "later" runs and
+    # finishes meanwhile: what it leaves behind is no part of the state.
+    workloads = [
+        _job("gang", "gangs", 0, 50, 6, 9, priority=2),
+        _job("small", "small", 1, 15, 5),
+        _job("later", "lender", 2, 60, 1),
+    ]
+    simulator = Simulator(
+        _policy(), [(w, "batch") for w in workloads], eviction_delay=30.0, requeue_delay=1.0
+    )
+    simulator.begin()
+    simulator.advance(until=DAY)
+    assert simulator.done and simulator.repeating == {"c"}
+    assert simulator.now < 3600
+    result = simulator.result()
+    assert result.livelocks == 1  # a loop of preemptions, counted as one
+    assert result.records["default/later"].finished == 62
+    assert result.records["default/gang"].first_admitted is None
+
+
+def test_a_tree_left_repeating_is_left_at_the_same_time_in_a_split_replay() -> None:
+    # A queue of its own takes work until long after the tree starts to
+    # churn. The tree is watched from its own last arrival on, replayed with
+    # the other or on its own (queues.engine.split): merged, the same result.
+    queues = dict(_policy().cluster_queues)
+    queues["solo"] = dataclasses.replace(queues["lender"], name="solo", cohort=None)
+    policy = dataclasses.replace(_policy(), cluster_queues=queues)
+    workloads = [
+        _job("gang", "gangs", 0, 50, 6, 9, priority=2),
+        _job("small", "small", 1, 15, 5),
+        *(_job(f"solo-{i}", "solo", 10.0 * i, 25, 4) for i in range(300)),
+    ]
+    whole = Simulator(policy, [(w.copied(), "c") for w in workloads])
+    result = whole.run()
+    assert whole.repeating == {"c"}
+    finished = whole.all_records()["default/solo-299"].finished
+    assert finished is not None and finished > 2_990
+    assert everything(result) == everything(
+        replay_split(policy, [(w.copied(), "c") for w in workloads])
+    )
+
+
+def test_runs_with_a_horizon_play_to_it_unless_asked_to_stop_repeats() -> None:
+    policy, scheduler = _policy(), _pending_gang_and_small()
+    assert watch_for(policy, scheduler, None, None) is not None
+    assert watch_for(policy, scheduler, None, DAY) is None  # its figures, exact to the end
+    assert watch_for(policy, scheduler, True, DAY) is not None
+    assert watch_for(policy, scheduler, False, None) is None
+    shared = dataclasses.replace(policy, fair_sharing=True)
+    assert watch_for(shared, Scheduler(shared), True, None) is None
 
 
 def _random_scene(rng: random.Random) -> tuple[Policy, list[Workload], dict[str, float]]:
