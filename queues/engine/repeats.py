@@ -17,22 +17,28 @@ two pictures are compared whole (by equality, not by a hash).
 What it holds, per workload of the group: everything ``Workload`` carries
 that a decision reads (``SCHEDULING_FIELDS``), where it waits (queued and in
 which order, parked, the sticky preemptor, the resting StrictFIFO head,
-backing off), what it was last told; per queue, its usage; and the run's
-own clock for the group (``Simulator`` gives it): its timers, parked work's
+backing off), what it was last told; per queue, its usage; which of the
+group's trees ask for their parked work to queue again; and the run's own
+clock for the group (``Simulator`` gives it): its timers, parked work's
 requeue, a livelocked group's retry and back-off, when each run started.
 
 Times are kept as the run's clock shifts them: a time the run set (an
 admission, an eviction, a back-off's end: at or after its start) as seconds
 from now, one it did not (a creation time, a recorded eviction) as it is.
-Two times of one kind compare the same at both event times. Across kinds,
+Two times of one kind compare the same at both event times (as floats, only
+as long as adding a duration rounds alike at both: it does within one power
+of two of the clock, and a review's fuzzing across them, at an epoch start
+with fractional runtimes, found no run that differed). Across kinds,
 only queue order mixes them (a creation time against an eviction time):
 a state is only taken while every such eviction time is later than every
 such creation time, which then holds at every later event time too.
 
 Only where the rest of the state is known to be the same: no admission fair
 sharing (a decaying usage ledger), no fair sharing, no waitForPodsReady, no
-topology-aware placement (``watchable``), and no arrivals left to come
-in the group (``RepeatWatch.arriving``). Pure Python: no Django, no kubernetes client.
+topology-aware placement (``watchable``), and no arrivals left to come in
+the group (``RepeatWatch.arriving``).
+
+Pure Python: no Django, no kubernetes client.
 """
 
 from __future__ import annotations
@@ -210,7 +216,7 @@ def group_state(
         )
     if earliest_moved <= latest_fixed:
         return None  # shifted on, some eviction would pass a creation in queue order
-    asking = group in scheduler.groups_asking_to_unpark()
+    asking = scheduler.roots_asking_to_unpark(group)
     return (tuple(per_queue), backing_off, tuple(workloads), asking)
 
 

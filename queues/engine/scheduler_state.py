@@ -276,6 +276,10 @@ class SchedulerState:
     def groups_asking_to_unpark(self) -> set[str]:
         return {self.group_of_root[root] for root in self._unpark_requests}
 
+    def roots_asking_to_unpark(self, group: str) -> tuple[str, ...]:
+        """The roots of ``group`` whose parked work asks to queue again."""
+        return tuple(root for root in self.roots_in[group] if root in self._unpark_requests)
+
     def finish(self, key: str) -> Workload:
         """The workload's job ended: it releases its quota and leaves."""
         workload = self.workloads.pop(key)

@@ -13,7 +13,18 @@ import dataclasses
 import random
 
 from queues.engine.estimate import Pace, estimate_all, estimate_start, forward_run
-from queues.engine.model import PodSet, Policy, QueueingStrategy, Workload
+from queues.engine.model import (
+    ClusterQueue,
+    Cohort,
+    FlavorQuotas,
+    PodSet,
+    Policy,
+    QueueingStrategy,
+    Quota,
+    ResourceFlavor,
+    ResourceGroup,
+    Workload,
+)
 from queues.engine.repeats import (
     DICT_FIELDS,
     ORDER_FIELDS,
@@ -257,6 +268,31 @@ def test_a_state_differs_once_anything_it_keeps_differs() -> None:
     assert simulator.state_of("c", now + 1.0) != before
     simulator._push(now + 100.0, "unpark", "c")
     assert simulator.state_of("c", now) != before
+
+
+def test_a_state_says_which_trees_of_its_group_ask_for_parked_work_to_queue_again() -> None:
+    # Two cohort trees in one group: their flavor names a topology with no
+    # nodes yet (no placer). Parked work queues again only in the trees that
+    # asked, so which ones asked is part of the state, not just whether any
+    # did (a review's counterexample: equal states, one admitting "p").
+    def queue(name: str, cohort: str) -> ClusterQueue:
+        flavors = (FlavorQuotas("a", {GPU: Quota(4)}),)
+        return ClusterQueue(name, cohort=cohort, resource_groups=(ResourceGroup((GPU,), flavors),))
+
+    policy = Policy(
+        flavors={"a": ResourceFlavor("a", topology_name="racks")},
+        cohorts={"c": Cohort("c"), "d": Cohort("d")},
+        cluster_queues={"cq": queue("cq", "c"), "dq": queue("dq", "d")},
+    )
+    workloads = [_job("a", "cq", 0, 100, 4), _job("h", "dq", 0, 100, 4), _job("p", "dq", 1, 50, 4)]
+    simulator = Simulator(policy, [(w, "x") for w in workloads], horizon=1_000.0)
+    simulator.begin()
+    simulator.advance(until=100.5)  # "a" and "h" finished at 100; "p" parked until 101
+    group = simulator.scheduler.group_of["cq"]
+    assert group == simulator.scheduler.group_of["dq"]
+    assert simulator.scheduler.roots_asking_to_unpark(group) == ("c", "d")
+    state = simulator.state_of(group, simulator.now)
+    assert state is not None and state[0][-1] == ("c", "d")
 
 
 def test_an_eviction_earlier_than_a_creation_in_queue_order_takes_no_state() -> None:
