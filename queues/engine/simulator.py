@@ -30,17 +30,16 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from mypy_extensions import mypyc_attr
 
 from queues.engine.arrivals import Arrivals
+from queues.engine.collections_paused import fewer_collections
 from queues.engine.model import CheckState, Policy, Workload
 from queues.engine.repeats import GroupState, RepeatWatch, group_state, shifted, watch_for
 from queues.engine.replay_records import (
@@ -55,20 +54,6 @@ from queues.engine.settling import Settler
 from queues.engine.usage_meter import QueueTotals, UsageMeter, extend_totals
 
 __all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count", "longest_run"]
-
-
-@contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """A replay allocates millions of short-lived objects among tens of thousands
-    that live to the end; with the default threshold the collector walks those
-    again and again (a fifth of a large replay). The engine makes no reference
-    cycles per event, so collecting rarely frees no less."""
-    saved = gc.get_threshold()
-    gc.set_threshold(100_000, 20, 100)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*saved)
 
 
 # What happens on the clock; arrivals wait in ``Arrivals``, the rest on a heap.
@@ -224,7 +209,7 @@ class Simulator:
         """Replay every event time before ``until`` (the whole replay by
         default); True once the replay is over. Between two calls nothing
         changes: usage stays as the last event time left it."""
-        with _fewer_collections():
+        with fewer_collections():
             while not self.done and self._next_event_time() < until:
                 self._step()
         return self.done
@@ -291,11 +276,11 @@ class Simulator:
             for at, _, kind, payload in sorted(self._events)
             if not self._cancelled(kind, payload) and group in self._group_of_event(kind, payload)
         )
-        held_now = scheduler.workloads  # a finished run's start stays behind
+        present = scheduler.workloads  # a run stopped otherwise leaves its start
         started = sorted(
             (key, shifted(at, now, start))
             for key, at in self._run_started.items()
-            if key in held_now and scheduler.group_of[held_now[key].cluster_queue] == group
+            if key in present and scheduler.group_of[present[key].cluster_queue] == group
         )
         due = (self._unpark_due.get(group), self._retry_due.get(group))
         clock = (timers, tuple(shifted(at, now, start) for at in due), tuple(started))
@@ -442,6 +427,12 @@ class Simulator:
         self._run_started.pop(key, None)
         return key
 
+    def _forget_run(self, key: str) -> None:
+        """The workload leaves: its timers left behind are cancelled all the
+        same (no generation matches), and a replay's million do not stay."""
+        self._generation.pop(key, None)
+        self._run_started.pop(key, None)
+
     def _handle(self, now: float, kind: str, payload: Any) -> None:
         if kind == ARRIVE:
             workload: Workload = payload
@@ -467,6 +458,7 @@ class Simulator:
                 self._started(workload, now)
         elif kind == FINISH:
             key, _ = payload
+            self._forget_run(key)
             self.scheduler.finish(key)
             self.records[key].finished = now
             self.finished += 1
@@ -474,6 +466,7 @@ class Simulator:
                 self.progress(self.finished, self.total)
         elif kind == TIMEOUT:
             key = self._stop_run(payload)
+            self._forget_run(key)
             # Kueue deactivates it: it frees its quota and is not queued again.
             self.scheduler.finish(key)
             self.records[key].timed_out = now

@@ -15,6 +15,7 @@ from django.core.management import call_command
 
 from queues.engine.experiment import compare_rows, simulate, workload_stream
 from queues.engine.scenario import parse
+from queues.engine.simulator import Simulator
 
 GPU = "nvidia.com/gpu"
 
@@ -244,3 +245,21 @@ def test_each_workload_class_counts_its_preemptions_by_reason() -> None:
     assert classes["explicit"]["preemptions_by_reason"] == {"InClusterQueue": 1}
     assert summary["preemptions"] == {"InClusterQueue": 1, "InCohortReclamation": 1}
     json.dumps(summary)  # what --json writes
+
+
+def test_a_workload_that_finished_or_timed_out_leaves_nothing_of_its_runs_behind() -> None:
+    # A replay of a million workloads held each one's run start and timer
+    # generation to the end: a hundred bytes a workload of its peak memory.
+    document = one_queue(
+        workloads=[
+            job("a", 0, 100),
+            job("b", 0, 100, maximumExecutionTimeSeconds=50),
+            job("c", 1, 30),
+        ]
+    )
+    scenario = parse(document)
+    simulator = Simulator(scenario.policy, workload_stream(scenario), eviction_delay=0.0)
+    result = simulator.run()
+    assert result.records["default/b"].timed_out is not None
+    assert result.records["default/a"].finished is not None
+    assert simulator._run_started == {} and simulator._generation == {}
