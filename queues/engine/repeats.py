@@ -44,7 +44,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from queues.engine.model import Policy, Workload
@@ -220,6 +220,15 @@ def group_state(
     return (tuple(per_queue), backing_off, tuple(workloads), asking)
 
 
+def usage_signature(scheduler: Scheduler, queues: Iterable[str]) -> tuple[Any, ...]:
+    """A cheap function of a group's state (what its ``queues`` use): two equal
+    states have equal signatures, so the whole states are only compared where
+    these are equal. A draining replay's groups preempt thousands of times
+    after their last arrival, each state a walk over every timer."""
+    nodes = scheduler.tree.queues
+    return tuple(tuple(sorted(nodes[name].usage.items())) for name in queues)
+
+
 class RepeatWatch:
     """Brent's cycle finding over a group's states, one per event time that
     preempted there: the state kept is replaced at every power of two of
@@ -231,23 +240,37 @@ class RepeatWatch:
         # how many workloads are yet to arrive in each group.
         self.preempted: set[str] = set()
         self.arriving: dict[str, int] = {}
-        self._kept: dict[str, tuple[GroupState, float]] = {}
+        # Per group: the state kept, its signature and when it was taken.
+        self._kept: dict[str, tuple[GroupState, tuple[Any, ...], float]] = {}
         self._taken: dict[str, int] = {}
         self._power: dict[str, int] = {}
         # Each group found to repeat: the seconds between two of its states.
         self.period: dict[str, float] = {}
 
-    def saw(self, group: str, state: GroupState, now: float) -> bool:
-        """Given the group's state at ``now``: True when a state kept from an
-        earlier time is the same (the group repeats from here on)."""
+    def saw(
+        self,
+        group: str,
+        signature: tuple[Any, ...],
+        state_of: Callable[[], GroupState | None],
+        now: float,
+    ) -> bool:
+        """Given the group's ``usage_signature`` at ``now`` and how to take its
+        state: True when a state kept from an earlier time is the same (the
+        group repeats from here on). The state is taken only to compare with
+        a kept one of the same signature, or to be kept."""
         kept = self._kept.get(group)
-        if kept is not None and kept[0] == state and now > kept[1]:
-            self.period[group] = now - kept[1]
-            return True
+        state: GroupState | None = None
+        if kept is not None and kept[1] == signature and now > kept[2]:
+            state = state_of()
+            if state is not None and state == kept[0]:
+                self.period[group] = now - kept[2]
+                return True
         taken = self._taken.get(group, 0) + 1
         power = self._power.get(group, 1)
         if kept is None or taken >= power:
-            self._kept[group] = (state, now)
+            state = state if state is not None else state_of()
+            if state is not None:  # else the one kept stays, until the next power
+                self._kept[group] = (state, signature, now)
             self._power[group] = power * 2
             taken = 0
         self._taken[group] = taken

@@ -30,6 +30,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -38,10 +39,11 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
+from queues.engine import repeats
 from queues.engine.arrivals import Arrivals
 from queues.engine.collections_paused import fewer_collections
 from queues.engine.model import CheckState, Policy, Workload
-from queues.engine.repeats import GroupState, RepeatWatch, group_state, shifted, watch_for
+from queues.engine.repeats import GroupState, RepeatWatch, shifted
 from queues.engine.replay_records import (
     SimulationResult,
     WorkloadRecord,
@@ -155,7 +157,7 @@ class Simulator:
         self.settler = Settler(self.scheduler, self.records, requeue_delay)
         self._groups = sorted(set(self.scheduler.group_of.values()))
         self._last_event: dict[str, float] = {}
-        self.repeats = watch_for(
+        self.repeats = repeats.watch_for(
             policy, self.scheduler, stop_repeating, horizon, self.arrivals.given()
         )
         self.repeating: set[str] = set()  # groups found to repeat, left there
@@ -251,16 +253,18 @@ class Simulator:
         if self.repeats is not None and self.repeats.preempted:
             self._watch_repeats(now, self.repeats)
 
-    def _watch_repeats(self, now: float, repeats: RepeatWatch) -> None:
+    def _watch_repeats(self, now: float, watch: RepeatWatch) -> None:
         """Each group that preempted at ``now``: is its state one it had before?
         Once no arrival is left there (from then on, it sees nothing but what
         its state holds; and replayed on its own, split, it stops as here)."""
-        groups, repeats.preempted = sorted(repeats.preempted), set()
+        groups, watch.preempted = sorted(watch.preempted), set()
+        group_of = self.scheduler.group_of
         for group in groups:
-            if repeats.arriving.get(group):
+            if watch.arriving.get(group):
                 continue
-            state = self.state_of(group, now)
-            if state is not None and repeats.saw(group, state, now):
+            queues = [name for name, g in group_of.items() if g == group]
+            signature = repeats.usage_signature(self.scheduler, queues)
+            if watch.saw(group, signature, functools.partial(self.state_of, group, now), now):
                 self.repeating.add(group)
                 self.settler.livelocks += 1  # a loop of preemptions, only slower
 
@@ -268,7 +272,7 @@ class Simulator:
         """``repeats.group_state`` and the run's own clock for the group."""
         scheduler, start = self.scheduler, self.start
         queues = [name for name, g in scheduler.group_of.items() if g == group]
-        held = group_state(scheduler, group, queues, now, start)
+        held = repeats.group_state(scheduler, group, queues, now, start)
         if held is None:
             return None
         timers = tuple(
