@@ -157,10 +157,16 @@ def _workload_state(workload: Workload, now: float, start: float) -> tuple[Any, 
 
 
 def group_state(
-    scheduler: Scheduler, group: str, queues: Iterable[str], now: float, start: float
+    scheduler: Scheduler,
+    group: str,
+    queues: Iterable[str],
+    usage: tuple[Any, ...],
+    now: float,
+    start: float,
 ) -> GroupState | None:
-    """The scheduler's part of ``group``'s state (its ``queues``); None when
-    some workload of the group is in none of the places looked at."""
+    """The scheduler's part of ``group``'s state (its ``queues``, whose
+    ``usage_signature`` is ``usage``, taken once for both); None when some
+    workload of the group is in none of the places looked at."""
     seen: set[str] = set()
     per_queue = []
     for name in queues:
@@ -170,7 +176,6 @@ def group_state(
         resting = pending.resting
         holding = tuple(sorted(scheduler.reserved[name]))
         seen.update(queued, parked, holding)
-        usage = tuple(sorted(scheduler.tree.queues[name].usage.items()))
         per_queue.append(
             (
                 name,
@@ -179,7 +184,6 @@ def group_state(
                 pending.sticky,
                 resting.key if resting is not None else None,
                 holding,
-                usage,
             )
         )
     backing_off = tuple(
@@ -217,7 +221,7 @@ def group_state(
     if earliest_moved <= latest_fixed:
         return None  # shifted on, some eviction would pass a creation in queue order
     asking = scheduler.roots_asking_to_unpark(group)
-    return (tuple(per_queue), backing_off, tuple(workloads), asking)
+    return (tuple(per_queue), usage, backing_off, tuple(workloads), asking)
 
 
 def usage_signature(scheduler: Scheduler, queues: Iterable[str]) -> tuple[Any, ...]:

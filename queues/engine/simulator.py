@@ -156,6 +156,9 @@ class Simulator:
         self.finished = 0
         self.settler = Settler(self.scheduler, self.records, requeue_delay)
         self._groups = sorted(set(self.scheduler.group_of.values()))
+        self._queues_of: dict[str, list[str]] = {group: [] for group in self._groups}
+        for queue, group in self.scheduler.group_of.items():
+            self._queues_of[group].append(queue)
         self._last_event: dict[str, float] = {}
         self.repeats = repeats.watch_for(
             policy, self.scheduler, stop_repeating, horizon, self.arrivals.given()
@@ -258,27 +261,36 @@ class Simulator:
         Once no arrival is left there (from then on, it sees nothing but what
         its state holds; and replayed on its own, split, it stops as here)."""
         groups, watch.preempted = sorted(watch.preempted), set()
-        group_of = self.scheduler.group_of
         for group in groups:
             if watch.arriving.get(group):
                 continue
-            queues = [name for name, g in group_of.items() if g == group]
-            signature = repeats.usage_signature(self.scheduler, queues)
-            if watch.saw(group, signature, functools.partial(self.state_of, group, now), now):
+            signature = repeats.usage_signature(self.scheduler, self._queues_of[group])
+            taking = functools.partial(self.state_of, group, now, signature)
+            if watch.saw(group, signature, taking, now):
                 self.repeating.add(group)
                 self.settler.livelocks += 1  # a loop of preemptions, only slower
 
-    def state_of(self, group: str, now: float) -> GroupState | None:
-        """``repeats.group_state`` and the run's own clock for the group."""
+    def state_of(
+        self, group: str, now: float, usage: tuple[Any, ...] | None = None
+    ) -> GroupState | None:
+        """``repeats.group_state`` and the run's own clock for the group
+        (``usage``: its ``repeats.usage_signature``, when already taken)."""
         scheduler, start = self.scheduler, self.start
-        queues = [name for name, g in scheduler.group_of.items() if g == group]
-        held = repeats.group_state(scheduler, group, queues, now, start)
+        queues = self._queues_of[group]
+        if usage is None:
+            usage = repeats.usage_signature(scheduler, queues)
+        held = repeats.group_state(scheduler, group, queues, usage, now, start)
         if held is None:
             return None
+        pending = sorted(
+            event
+            for event in self._events
+            if not self._cancelled(event[2], event[3])
+            and group in self._group_of_event(event[2], event[3])
+        )
         timers = tuple(
             (shifted(at, now, start), kind, payload[0] if isinstance(payload, tuple) else payload)
-            for at, _, kind, payload in sorted(self._events)
-            if not self._cancelled(kind, payload) and group in self._group_of_event(kind, payload)
+            for at, _, kind, payload in pending
         )
         present = scheduler.workloads  # a run stopped otherwise leaves its start
         started = sorted(
@@ -292,10 +304,10 @@ class Simulator:
 
     def _event(self, now: float, kind: str, payload: Any, touched: set[str]) -> None:
         cancelled = self._cancelled(kind, payload)
+        groups = set() if cancelled else self._group_of_event(kind, payload)
         if not cancelled and self.repeating:
-            cancelled = not self._group_of_event(kind, payload) - self.repeating
+            cancelled = not groups - self.repeating
         if not cancelled:
-            groups = self._group_of_event(kind, payload)
             touched |= groups
             if self._retry_due:  # something happened there: its cycles say anew
                 for group in groups:
@@ -357,8 +369,7 @@ class Simulator:
             group_of = self.scheduler.group_of
             for group in self._groups:
                 self.meter.close_queues(
-                    [q for q, g in group_of.items() if g == group],
-                    self._last_event.get(group, self.start),
+                    self._queues_of[group], self._last_event.get(group, self.start)
                 )
             rates = self.meter.final_rates()
             for queue, totals in self.meter.totals.items():
