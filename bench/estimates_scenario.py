@@ -10,7 +10,10 @@ compared with when the workload was really first admitted.
 
 Prints the share admitted inside the range (one requeue delay of slack either
 side), the median and p90 error of the range's midpoint, how often "fits now"
-(both ends at the arrival) was right, and how often no start was foreseen.
+(both ends at the arrival) was right, and how often no start was foreseen
+(``HORIZON``) and how often that was right: the workload was never admitted
+in the scenario's run (which plays to its end), or admitted only after what
+the range left open. A range given to a workload never admitted is outside.
 Later arrivals are not known to the estimate; as Berth does on a cluster
 (``cluster.state.expected_arrivals``), the latest end assumes the past
 hour's arrivals come again (``--no-arrivals``: assume none). Prints figures;
@@ -31,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from queues.engine.estimate import Pace, StartEstimate, estimate_start  # noqa: E402
+from queues.engine.estimate import HORIZON, Pace, StartEstimate, estimate_start  # noqa: E402
 from queues.engine.experiment import workload_stream  # noqa: E402
 from queues.engine.model import Workload  # noqa: E402
 from queues.engine.scenario import load  # noqa: E402
@@ -83,6 +86,23 @@ class Probing:
         return again
 
 
+INSIDE, OUTSIDE, NONE_RIGHT, NONE_WRONG = "inside", "outside", "none right", "none wrong"
+
+
+def judge(asked_at: float, estimate: StartEstimate, admitted: float | None, slack: float) -> str:
+    """How an estimate asked at ``asked_at`` fared against the first admission
+    (None: never admitted in a run played to its end), ``slack`` either side.
+    With no latest start, the estimate says it may not start within
+    ``HORIZON``: right if it never did, or did no sooner than it allowed."""
+    if estimate.latest is None:
+        sooner = estimate.earliest if estimate.earliest is not None else asked_at + HORIZON
+        return NONE_RIGHT if admitted is None or admitted >= sooner - slack else NONE_WRONG
+    if admitted is None:
+        return OUTSIDE  # it said a start that never came
+    low = estimate.earliest if estimate.earliest is not None else asked_at
+    return INSIDE if low - slack <= admitted <= estimate.latest + slack else OUTSIDE
+
+
 def percentile(values: list[float], p: float) -> float | None:
     if not values:
         return None
@@ -117,29 +137,28 @@ def main() -> int:
     elapsed = time.perf_counter() - started
 
     slack = max(1.0, timing.requeue_delay)
-    inside = unknown = fits_said = fits_right = never_admitted = 0
+    fits_said = fits_right = never_admitted = 0
+    verdicts = dict.fromkeys((INSIDE, OUTSIDE, NONE_RIGHT, NONE_WRONG), 0)
     errors: list[float] = []
     for key, (asked_at, estimate) in probing.asked.items():
         admitted = result.records[key].first_admitted
+        never_admitted += admitted is None
+        verdicts[judge(asked_at, estimate, admitted, slack)] += 1
         if estimate.earliest is None or estimate.latest is None:
-            unknown += 1
             continue
-        if admitted is None:
-            never_admitted += 1
-            continue
-        if estimate.earliest - slack <= admitted <= estimate.latest + slack:
-            inside += 1
-        errors.append(abs((estimate.earliest + estimate.latest) / 2 - admitted))
         if estimate.latest <= asked_at + slack:
             fits_said += 1
-            fits_right += admitted <= asked_at + slack
+            fits_right += admitted is not None and admitted <= asked_at + slack
+        if admitted is not None:
+            errors.append(abs((estimate.earliest + estimate.latest) / 2 - admitted))
     if args.dump:
         with Path(args.dump).open("w") as out:
             for key, (asked_at, estimate) in probing.asked.items():
                 row = [key, asked_at, estimate.earliest, estimate.latest]
                 out.write(json.dumps([*row, result.records[key].first_admitted]) + "\n")
     asked = len(probing.asked)
-    judged = asked - unknown - never_admitted
+    inside, judged = verdicts[INSIDE], verdicts[INSIDE] + verdicts[OUTSIDE]
+    unknown = verdicts[NONE_RIGHT] + verdicts[NONE_WRONG]
     median = statistics.median(errors) if errors else None
     p90 = percentile(errors, 0.9)
     print(f"scenario        {args.scenario}")
@@ -154,7 +173,11 @@ def main() -> int:
         "   (goal >= 95%)"
     )
     print(f"unknown         {unknown}/{asked} = {unknown / max(asked, 1):.0%}   (goal <= 5%)")
-    print(f"never admitted  {never_admitted} (in the scenario's run)")
+    print(
+        f"  of which right {verdicts[NONE_RIGHT]}/{unknown}"
+        "   (never admitted, or no sooner than the range left open)"
+    )
+    print(f"never admitted  {never_admitted} of those asked about (in the scenario's run)")
     return 0
 
 
