@@ -60,10 +60,12 @@ DEPENDS = tuple(
     )
 )
 
-# A replay's path through the engine. Not compiled: model.py (workloads and
-# policies are pickled for workers and copied by replays), this module and
-# the package's __init__ (they choose), and what a replay does not run
-# through: reading scenarios, charts, capacity searches, explanations.
+# A replay's path through the engine. In model.py only ``Workload`` is a
+# compiled class (read millions of times a replay); its frozen policy
+# classes stay Python classes (``native_class=False``): hashed, pickled for
+# workers and copied as they are. Not compiled: this module and the
+# package's __init__ (they choose), and what a replay does not run through:
+# reading scenarios, charts, capacity searches, explanations.
 MODULES = (
     "admission_fairness",
     "arrivals",
@@ -74,6 +76,7 @@ MODULES = (
     "gang_fit",
     "groups",
     "messages",
+    "model",
     "nomination_memory",
     "outcomes",
     "partial",

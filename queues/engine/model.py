@@ -9,9 +9,12 @@ Kueue's API (v1beta2) so that a reader of Kueue's documentation recognises them.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from typing import Any
+
+from mypy_extensions import mypyc_attr
 
 from queues.engine.topology import ClusterNode, Topology, TopologyRequest
 
@@ -64,6 +67,7 @@ class CheckState(StrEnum):
     REJECTED = "Rejected"
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Taint:
     key: str
@@ -71,6 +75,7 @@ class Taint:
     effect: str = "NoSchedule"
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Toleration:
     key: str = ""
@@ -100,6 +105,7 @@ class Toleration:
         return self.operator == "Exists" or self.value == taint.value
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ResourceFlavor:
     name: str
@@ -109,6 +115,7 @@ class ResourceFlavor:
     topology_name: str | None = None  # a Kueue Topology: placement-aware
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Quota:
     nominal: int
@@ -116,18 +123,21 @@ class Quota:
     lending_limit: int | None = None
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class FlavorQuotas:
     flavor: str
     resources: dict[str, Quota]
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ResourceGroup:
     covered_resources: tuple[str, ...]
     flavors: tuple[FlavorQuotas, ...]
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Preemption:
     within_cluster_queue: WithinClusterQueue = WithinClusterQueue.NEVER
@@ -136,6 +146,7 @@ class Preemption:
     max_priority_threshold: int | None = None
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class FlavorFungibility:
     when_can_borrow: FungibilityAction = FungibilityAction.MAY_STOP_SEARCH
@@ -143,6 +154,7 @@ class FlavorFungibility:
     preference: FungibilityPreference = FungibilityPreference.NONE
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Cohort:
     name: str
@@ -151,6 +163,7 @@ class Cohort:
     fair_sharing_weight: float = 1.0
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ClusterQueue:
     name: str
@@ -167,6 +180,7 @@ class ClusterQueue:
     admission_mode: str | None = None
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class PodSet:
     name: str
@@ -194,24 +208,27 @@ _POD_SETS: dict[tuple[object, ...], tuple[PodSet, ...]] = {}
 _POD_SETS_KEPT = 4096
 
 
-def shared_pod_sets(pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
+def _shape(pod_set: Any) -> tuple[object, ...]:
+    """What a pod set asks, read as given (``Any``: compiled, a declared type
+    would be checked, and a list given for a tuple refused rather than kept)."""
+    return (
+        pod_set.name,
+        pod_set.count,
+        # With each amount's type: 1 and 1.0 are equal keys, not the same request.
+        tuple((resource, type(amount), amount) for resource, amount in pod_set.requests.items()),
+        tuple(pod_set.node_selector.items()),
+        pod_set.tolerations,
+        pod_set.min_count,
+        pod_set.topology_request,
+    )
+
+
+def shared_pod_sets(pod_sets: Iterable[PodSet]) -> tuple[PodSet, ...]:
     """An equal tuple of pod sets, the same object for every workload asking
     the same. Pod sets are frozen and nothing changes their requests, so
     sharing them changes no answer (``Workload.copied`` shares them too)."""
     pod_sets = tuple(pod_sets)  # read twice below: a generator would give nothing the second time
-    shape = tuple(
-        (
-            p.name,
-            p.count,
-            # With each amount's type: 1 and 1.0 are equal keys, not the same request.
-            tuple((resource, type(amount), amount) for resource, amount in p.requests.items()),
-            tuple(p.node_selector.items()),
-            p.tolerations,
-            p.min_count,
-            p.topology_request,
-        )
-        for p in pod_sets
-    )
+    shape = tuple(_shape(p) for p in pod_sets)
     try:
         known = _POD_SETS.get(shape)
     except TypeError:  # something unhashable given where a tuple belongs: kept as given
@@ -224,6 +241,7 @@ def shared_pod_sets(pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
     return pod_sets
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class Workload:
     """A job's request for quota. Mutable: the engine records its admission,
@@ -231,7 +249,10 @@ class Workload:
 
     name: str
     cluster_queue: str
-    pod_sets: tuple[PodSet, ...]
+    # Held as a tuple shared by workloads asking alike (``__post_init__``);
+    # given as any sequence, or a generator: compiled, a field typed as a
+    # tuple would refuse a list before it could be made one.
+    pod_sets: Sequence[PodSet]
     priority: int = 0
     creation_time: float = float("-inf")
     namespace: str = "default"
@@ -332,6 +353,7 @@ class Workload:
         return held
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class WaitForPodsReady:
     """Kueue's waitForPodsReady: an admitted workload whose pods are not all
@@ -351,6 +373,7 @@ class WaitForPodsReady:
         return min(self.backoff_base * 2 ** max(0, count - 1), self.backoff_max)
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class AdmissionFairSharing:
     half_life: float
@@ -363,6 +386,7 @@ class AdmissionFairSharing:
         return 1.0 - 0.5 ** (max(0.0, elapsed) / self.half_life)
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Policy:
     """Everything the engine needs to know about the cluster's policy."""

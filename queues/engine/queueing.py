@@ -157,7 +157,7 @@ class PendingQueue:
         self._members: dict[int, set[str]] = {}
         self._heads: list[tuple[tuple[float, float, str], int]] = []
         self._shape_ids: dict[tuple[object, ...], int] = {}
-        self._known_shapes: dict[str, tuple[int, tuple[object, ...], int]] = {}
+        self._known_shapes: dict[str, tuple[int, object, int]] = {}
         self._parked_shapes: set[int] = set()
         self._alone: dict[str, Workload] = {}  # parked on their own, in no bucket
         self.sticky: str | None = None
