@@ -60,10 +60,9 @@ DEPENDS = tuple(
     )
 )
 
-# A replay's path through the engine. In model.py only ``Workload`` is a
-# compiled class (read millions of times a replay); its frozen policy
-# classes stay Python classes (``native_class=False``): hashed, pickled for
-# workers and copied as they are. Not compiled: this module and the
+# A replay's path through the engine, with model.py's workloads and policies
+# (read millions of times a replay; its frozen classes copied and pickled by
+# their fields, ``frozen_copies``). Not compiled: this module and the
 # package's __init__ (they choose), and what a replay does not run through:
 # reading scenarios, charts, capacity searches, explanations.
 MODULES = (

@@ -16,6 +16,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
+from queues.engine.frozen_copies import rebuilt_by_fields
 from queues.engine.topology import ClusterNode, Topology, TopologyRequest
 
 FlavorResource = tuple[str, str]  # (flavor, resource)
@@ -67,7 +68,7 @@ class CheckState(StrEnum):
     REJECTED = "Rejected"
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Taint:
     key: str
@@ -75,7 +76,7 @@ class Taint:
     effect: str = "NoSchedule"
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Toleration:
     key: str = ""
@@ -105,7 +106,7 @@ class Toleration:
         return self.operator == "Exists" or self.value == taint.value
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class ResourceFlavor:
     name: str
@@ -115,7 +116,7 @@ class ResourceFlavor:
     topology_name: str | None = None  # a Kueue Topology: placement-aware
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Quota:
     nominal: int
@@ -123,21 +124,21 @@ class Quota:
     lending_limit: int | None = None
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class FlavorQuotas:
     flavor: str
     resources: dict[str, Quota]
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class ResourceGroup:
     covered_resources: tuple[str, ...]
     flavors: tuple[FlavorQuotas, ...]
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Preemption:
     within_cluster_queue: WithinClusterQueue = WithinClusterQueue.NEVER
@@ -146,7 +147,7 @@ class Preemption:
     max_priority_threshold: int | None = None
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class FlavorFungibility:
     when_can_borrow: FungibilityAction = FungibilityAction.MAY_STOP_SEARCH
@@ -154,7 +155,7 @@ class FlavorFungibility:
     preference: FungibilityPreference = FungibilityPreference.NONE
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Cohort:
     name: str
@@ -163,7 +164,7 @@ class Cohort:
     fair_sharing_weight: float = 1.0
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class ClusterQueue:
     name: str
@@ -180,14 +181,16 @@ class ClusterQueue:
     admission_mode: str | None = None
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class PodSet:
     name: str
     count: int
     requests: dict[str, int]  # per pod
     node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[Toleration, ...] = ()
+    # A tuple, but any sequence is taken (compiled, a tuple field refuses a
+    # list; one given is kept, and the pod set is not shared: unhashable).
+    tolerations: Sequence[Toleration] = ()
     # Kueue's partial admission: as few as this many pods will do (None: all).
     min_count: int | None = None
     # Pods together in one domain of a topology level (required or preferred).
@@ -353,7 +356,7 @@ class Workload:
         return held
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class WaitForPodsReady:
     """Kueue's waitForPodsReady: an admitted workload whose pods are not all
@@ -373,7 +376,7 @@ class WaitForPodsReady:
         return min(self.backoff_base * 2 ** max(0, count - 1), self.backoff_max)
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class AdmissionFairSharing:
     half_life: float
@@ -386,7 +389,7 @@ class AdmissionFairSharing:
         return 1.0 - 0.5 ** (max(0.0, elapsed) / self.half_life)
 
 
-@mypyc_attr(native_class=False)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Policy:
     """Everything the engine needs to know about the cluster's policy."""
@@ -412,3 +415,20 @@ class Policy:
 
 # Every field of a Workload, for Workload.copied (slots: there is no __dict__ to copy).
 _WORKLOAD_SLOTS = tuple(f.name for f in fields(Workload))
+
+rebuilt_by_fields(
+    Taint,
+    Toleration,
+    ResourceFlavor,
+    Quota,
+    FlavorQuotas,
+    ResourceGroup,
+    Preemption,
+    FlavorFungibility,
+    Cohort,
+    ClusterQueue,
+    PodSet,
+    WaitForPodsReady,
+    AdmissionFairSharing,
+    Policy,
+)
