@@ -138,9 +138,22 @@ def read_flavors(reader: Reader, raw: Any) -> dict[str, ResourceFlavor]:
             node_labels=read_labels(reader, f"{path}.nodeLabels", spec.get("nodeLabels")),
             node_taints=read_taints(reader, f"{path}.nodeTaints", spec.get("nodeTaints")),
             tolerations=read_tolerations(reader, f"{path}.tolerations", spec.get("tolerations")),
-            topology_name=spec.get("topologyName") or None,
+            topology_name=read_optional_name(reader, f"{path}.topologyName", spec, "topologyName")
+            or None,
         )
     return flavors
+
+
+def read_optional_name(reader: Reader, path: str, spec: Mapping[str, Any], key: str) -> str | None:
+    """A name that may be left out. One of another type (a YAML
+    ``cohortName: 2024`` or ``yes``) is reported, never passed on: the
+    compiled engine's classes refuse it as they are built, before the
+    errors could be reported together."""
+    value = spec.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    reader.error(path, "required", "must be a name")
+    return None
 
 
 def read_fair_sharing_weight(reader: Reader, path: str, spec: Mapping[str, Any]) -> float:
@@ -156,7 +169,7 @@ def read_cohorts(reader: Reader, raw: Any) -> dict[str, Cohort]:
         name, spec = unwrap(reader, path, entry)
         name = reader.name(f"{path}.name", name)
         spec = reader.mapping(path, spec, ("parentName", "resourceGroups", "fairSharing"))
-        parent = spec.get("parentName")
+        parent = read_optional_name(reader, f"{path}.parentName", spec, "parentName")
         if parent is not None:
             reader.name(f"{path}.parentName", parent)
         if name in cohorts:
@@ -199,7 +212,7 @@ def read_cluster_queues(reader: Reader, raw: Any) -> dict[str, ClusterQueue]:
         name, spec = unwrap(reader, path, entry)
         name = reader.name(f"{path}.name", name)
         spec = reader.mapping(path, spec, CQ_FIELDS)
-        cohort = spec.get("cohortName")
+        cohort = read_optional_name(reader, f"{path}.cohortName", spec, "cohortName")
         if cohort is not None:
             reader.name(f"{path}.cohortName", cohort)
         if name in queues:

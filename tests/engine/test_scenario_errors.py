@@ -263,6 +263,13 @@ def broken(path: list[Any], value: Any) -> dict[str, Any]:
             "workloads[0].admission.other",
             "unknown-pod-set",
         ),
+        # A name YAML reads as a number or a boolean (2024, yes/no): the
+        # compiled engine's classes refuse it as they are built, so it is
+        # reported before any is built with it.
+        (["clusterQueues", 0, "cohortName"], 2024, "clusterQueues[0].cohortName", "required"),
+        (["clusterQueues", 0, "cohortName"], ["c"], "clusterQueues[0].cohortName", "required"),
+        (["cohorts", 0, "parentName"], True, "cohorts[0].parentName", "required"),
+        (["resourceFlavors", 0, "topologyName"], 3, "resourceFlavors[0].topologyName", "required"),
     ],
 )
 def test_bad_field_is_named_with_its_rule(
