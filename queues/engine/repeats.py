@@ -44,7 +44,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from queues.engine.model import Policy, Workload
@@ -222,6 +222,32 @@ def group_state(
         return None  # shifted on, some eviction would pass a creation in queue order
     asking = scheduler.roots_asking_to_unpark(group)
     return (tuple(per_queue), usage, backing_off, tuple(workloads), asking)
+
+
+def run_clock(
+    scheduler: Scheduler,
+    group: str,
+    pending: Iterable[tuple[float, int, str, Any]],
+    run_started: Mapping[str, float],
+    due: tuple[float | None, float | None],
+    now: float,
+    start: float,
+) -> tuple[Any, ...]:
+    """The run's own clock for ``group``: its ``pending`` timers (the heap's
+    events there, none cancelled), when its parked work queues again and it
+    is retried after a livelock (``due``), and when each of its workloads'
+    runs started (``run_started``)."""
+    timers = tuple(
+        (shifted(at, now, start), kind, payload[0] if isinstance(payload, tuple) else payload)
+        for at, _, kind, payload in sorted(pending)
+    )
+    present = scheduler.workloads  # a run stopped otherwise leaves its start
+    started = sorted(
+        (key, shifted(at, now, start))
+        for key, at in run_started.items()
+        if key in present and scheduler.group_of[present[key].cluster_queue] == group
+    )
+    return (timers, tuple(shifted(at, now, start) for at in due), tuple(started))
 
 
 def usage_signature(scheduler: Scheduler, queues: Iterable[str]) -> tuple[Any, ...]:

@@ -43,7 +43,7 @@ from queues.engine import repeats
 from queues.engine.arrivals import Arrivals
 from queues.engine.collections_paused import fewer_collections
 from queues.engine.model import CheckState, Policy, Workload
-from queues.engine.repeats import GroupState, RepeatWatch, shifted
+from queues.engine.repeats import GroupState, RepeatWatch
 from queues.engine.replay_records import (
     SimulationResult,
     WorkloadRecord,
@@ -282,24 +282,14 @@ class Simulator:
         held = repeats.group_state(scheduler, group, queues, usage, now, start)
         if held is None:
             return None
-        pending = sorted(
+        pending = [
             event
             for event in self._events
             if not self._cancelled(event[2], event[3])
             and group in self._group_of_event(event[2], event[3])
-        )
-        timers = tuple(
-            (shifted(at, now, start), kind, payload[0] if isinstance(payload, tuple) else payload)
-            for at, _, kind, payload in pending
-        )
-        present = scheduler.workloads  # a run stopped otherwise leaves its start
-        started = sorted(
-            (key, shifted(at, now, start))
-            for key, at in self._run_started.items()
-            if key in present and scheduler.group_of[present[key].cluster_queue] == group
-        )
+        ]
         due = (self._unpark_due.get(group), self._retry_due.get(group))
-        clock = (timers, tuple(shifted(at, now, start) for at in due), tuple(started))
+        clock = repeats.run_clock(scheduler, group, pending, self._run_started, due, now, start)
         return (held, clock, self.settler.backoff(group))
 
     def _event(self, now: float, kind: str, payload: Any, touched: set[str]) -> None:
