@@ -533,17 +533,17 @@ class FlavorAssigner:
     ) -> tuple[Mode, int]:
         flavor, resource = fr
         value = assumed + request
-        node = self.node
-        potential = node.potential_available(fr)
-        available = max(0, node.available(fr))
+        cell = self.node.cell(fr)
+        potential = cell.potential
+        available = max(0, cell.available())
         check = QuotaCheck(
             flavor,
             resource,
             value,
             available,
             potential,
-            node.nominal(fr),
-            node.borrowing_limit(fr),
+            cell.nominal,
+            cell.borrowing_limit(),
             Mode.FIT,
             0,
         )
@@ -556,10 +556,10 @@ class FlavorAssigner:
                 f"({kubernetes_quantity(resource, potential)})"
             )
             check.mode = Mode.NO_FIT
-            self.reads.append((fr, value, available, None, node.steady_between(fr)))
+            self.reads.append((fr, value, available, None, cell.steady_between()))
             return Mode.NO_FIT, 0
-        level = node.borrowing_level(fr, value)
-        self.reads.append((fr, value, available, level, node.steady_between(fr)))
+        level = cell.borrowing_level(value)
+        self.reads.append((fr, value, available, level, cell.steady_between()))
         borrow, may_reclaim = level
         if value <= available:
             check.borrow = borrow
@@ -569,7 +569,7 @@ class FlavorAssigner:
         can_preempt_while_borrowing = preemption.borrow_within_cohort.value != "Never" or (
             self.policy.fair_sharing and preemption.reclaim_within_cohort.value != "Never"
         )
-        if node.nominal(fr) >= value or may_reclaim or can_preempt_while_borrowing:
+        if cell.nominal >= value or may_reclaim or can_preempt_while_borrowing:
             mode, borrow = self.oracle(workload, fr, value)
             check.mode, check.borrow = mode, borrow
             return mode, borrow

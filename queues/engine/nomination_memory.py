@@ -458,18 +458,18 @@ class NominationMemory(SchedulerState):
         levels_hold = parent is None or parent.parent is None
         figures: dict[FlavorResource, int] = {}
         for fr, value, available, level, steady in reads:
-            if steady is not None and parent is not None:
-                # Its own usage as it was (its version), and the parent's
-                # where the room does not move: available as it was.
-                used = parent.usage.get(fr, 0)
-                if steady[0] <= used <= steady[1]:
-                    continue
-            now = max(0, node.available(fr))
+            cell = node.cell(fr)
+            above = cell.parent
+            # Its own usage as it was (its version), and the parent's where
+            # the room does not move: available as it was.
+            if steady is not None and above is not None and steady[0] <= above.used <= steady[1]:
+                continue
+            now = max(0, cell.available())
             if now != available:
                 if (value <= now) != (value <= available):
                     return None
                 figures[fr] = now
-            if level is not None and not levels_hold and node.borrowing_level(fr, value) != level:
+            if level is not None and not levels_hold and cell.borrowing_level(value) != level:
                 return None
         if searches:
             standing = self._still_without_victims(workload, queue, searches)

@@ -33,6 +33,127 @@ UNBOUNDED = 1 << 60
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Cell:
+    """One node's figures for one flavor-resource: its usage (also kept in
+    ``Node.usage``, which the rest of the engine reads) and the static
+    figures the quota checks read of it, beside its parent's cell. A quota
+    check reads a dozen figures of one flavor-resource along the path to
+    the root; looked up once as a cell, each is a field read, not a dict
+    lookup hashing the flavor-resource's tuple."""
+
+    def __init__(self, node: Node, fr: FlavorResource, parent: Cell | None) -> None:
+        self.node = node
+        self.fr = fr
+        self.parent = parent
+        self.used = node.usage.get(fr, 0)
+        self.subtree = node.subtree.get(fr, 0)
+        quota = node.quotas.get(fr)
+        self.nominal = quota.nominal if quota is not None else 0
+        lending = quota.lending_limit if quota is not None else None
+        # What the node keeps for its own subtree and never lends upward.
+        self.local = max(0, self.subtree - lending) if lending is not None else 0
+        self.lendable = self.subtree - self.local
+        borrowing = quota.borrowing_limit if quota is not None else None
+        self.limited = borrowing is not None
+        self.limit = borrowing if borrowing is not None else 0
+        # The most the node could ever use, with nothing running anywhere.
+        if parent is None:
+            self.potential = self.subtree
+        else:
+            self.potential = self.local + parent.potential
+            if borrowing is not None:
+                self.potential = min(self.potential, self.subtree + borrowing)
+
+    def borrowing_limit(self) -> int | None:
+        return self.limit if self.limited else None
+
+    def local_available(self) -> int:
+        return max(0, self.local - self.used)
+
+    def available(self) -> int:
+        """What the node could still take (negative when over-admitted)."""
+        used = self.used
+        parent = self.parent
+        if parent is None:
+            return self.subtree - used
+        from_parent = parent.available()
+        if self.limited:
+            from_parent = min(from_parent, self.lendable - max(0, used - self.local) + self.limit)
+        return max(0, self.local - used) + from_parent
+
+    def steady_between(self) -> tuple[int, int] | None:
+        """Node.steady_between, for this flavor-resource."""
+        parent = self.parent
+        if parent is None or parent.parent is not None:
+            return None
+        used = self.used
+        total = parent.subtree
+        from_parent = total - parent.used
+        own = max(0, self.local - used)
+        if self.limited:
+            limit = self.lendable - max(0, used - self.local) + self.limit
+            if own + limit <= 0:
+                return -UNBOUNDED, UNBOUNDED
+            if from_parent >= limit:
+                return -UNBOUNDED, total - limit
+        if own + from_parent <= 0:
+            return total + own, UNBOUNDED
+        return None
+
+    def borrowing_with(self, amount: int) -> bool:
+        """A ClusterQueue compares with its nominal quota, a Cohort with its subtree."""
+        limit = self.subtree if self.node.is_cohort else self.nominal
+        return limit < self.used + amount
+
+    def borrowing_level(self, amount: int) -> tuple[int, bool]:
+        """Node.borrowing_level, for this flavor-resource."""
+        parent = self.parent
+        if parent is None or not self.borrowing_with(amount):
+            return 0, parent is not None
+        remaining = amount - self.local_available()
+        ancestor = parent
+        while ancestor.parent is not None:
+            if not ancestor.borrowing_with(remaining):
+                return ancestor.node.height, True
+            remaining -= ancestor.local_available()
+            ancestor = ancestor.parent
+        # At the root, borrowing or not, there is nothing above to reclaim from
+        # (asked for every read of every waiting head: not worked out).
+        return ancestor.node.height, False
+
+    def add(self, amount: int) -> None:
+        """Add usage; the part beyond unused local quota bubbles to the parent."""
+        cell: Cell | None = self
+        while cell is not None:
+            used = cell.used
+            spare = max(0, cell.local - used)
+            cell.used = used + amount
+            node = cell.node
+            node.usage[cell.fr] = used + amount
+            if used + amount > cell.subtree:
+                node.over.add(cell.fr)
+            if amount <= spare:
+                return
+            amount -= spare
+            cell = cell.parent
+
+    def remove(self, amount: int) -> None:
+        cell: Cell | None = self
+        while cell is not None:
+            used = cell.used
+            stored_in_parent = used - cell.local
+            cell.used = used - amount
+            node = cell.node
+            node.usage[cell.fr] = used - amount
+            if used - amount <= cell.subtree:
+                node.over.discard(cell.fr)
+            if stored_in_parent <= 0:
+                return
+            amount = min(amount, stored_in_parent)
+            cell = cell.parent
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(eq=False)
 class Node:
     """A ClusterQueue or a Cohort in the tree."""
@@ -44,48 +165,37 @@ class Node:
     parent: Node | None = None
     children: list[Node] = field(default_factory=list)
     subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    # Written only by its cells (Cell.add, Cell.remove), read by the rest.
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     height: int = 0
     # The flavor-resources whose usage is above the subtree quota, kept as usage
     # changes: the victim search asks every queue of a cohort whether it
     # borrows, once per search, and that is a set test instead of a loop.
     over: set[FlavorResource] = field(default_factory=set, repr=False)
+    # Per flavor-resource asked of it since the tree was built, its Cell.
+    cells: dict[FlavorResource, Cell] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
         return f"{'Cohort' if self.is_cohort else 'ClusterQueue'}({self.name})"
 
-    # The static figures, filled once the tree is built (_freeze): the
-    # preemption search asks for them millions of times per replay.
-    _nominal: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
-    _borrowing: dict[FlavorResource, int | None] = field(default_factory=dict, repr=False)
-    _local: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
-    _potential: dict[FlavorResource, int] = field(default_factory=dict, repr=False)
-    # Per flavor-resource with a quota here, what ``available`` reads of it
-    # (local quota, borrowing limit, what it lends), in one lookup.
-    _room: dict[FlavorResource, tuple[int, int | None, int]] = field(
-        default_factory=dict, repr=False
-    )
-
-    def _freeze(self) -> None:
-        self._nominal = {fr: q.nominal for fr, q in self.quotas.items()}
-        self._borrowing = {fr: q.borrowing_limit for fr, q in self.quotas.items()}
-        self._local = {
-            fr: max(0, self.subtree.get(fr, 0) - q.lending_limit)
-            for fr, q in self.quotas.items()
-            if q.lending_limit is not None
-        }
-        self._room = {
-            fr: (self.local_quota(fr), q.borrowing_limit, self.lendable(fr))
-            for fr, q in self.quotas.items()
-        }
+    def cell(self, fr: FlavorResource) -> Cell:
+        """The node's cell for ``fr``, made on first asking (once the tree's
+        subtree quotas are worked out: its figures are read then)."""
+        known = self.cells.get(fr)
+        if known is not None:
+            return known
+        parent = self.parent
+        made = Cell(self, fr, parent.cell(fr) if parent is not None else None)
+        self.cells[fr] = made
+        return made
 
     # ------------------------------------------------------------ quota figures
 
     def nominal(self, fr: FlavorResource) -> int:
-        return self._nominal.get(fr, 0)
+        return self.cell(fr).nominal
 
     def borrowing_limit(self, fr: FlavorResource) -> int | None:
-        return self._borrowing.get(fr)
+        return self.cell(fr).borrowing_limit()
 
     def lending_limit(self, fr: FlavorResource) -> int | None:
         quota = self.quotas.get(fr)
@@ -93,29 +203,18 @@ class Node:
 
     def local_quota(self, fr: FlavorResource) -> int:
         """What the node keeps for its own subtree and never lends upward."""
-        return self._local.get(fr, 0)
+        return self.cell(fr).local
 
     def local_available(self, fr: FlavorResource) -> int:
-        return max(0, self._local.get(fr, 0) - self.usage.get(fr, 0))
+        return self.cell(fr).local_available()
 
     def lendable(self, fr: FlavorResource) -> int:
         """What the node puts into its parent's pool."""
-        return self.subtree.get(fr, 0) - self.local_quota(fr)
+        return self.cell(fr).lendable
 
     def available(self, fr: FlavorResource) -> int:
         """What this node could still take for ``fr`` (negative when over-admitted)."""
-        used = self.usage.get(fr, 0)
-        parent = self.parent
-        if parent is None:
-            return self.subtree.get(fr, 0) - used
-        from_parent = parent.available(fr)
-        room = self._room.get(fr)
-        if room is None:  # no quota here: nothing kept, no limit
-            return max(0, -used) + from_parent
-        local, limit, lendable = room
-        if limit is not None:
-            from_parent = min(from_parent, lendable - max(0, used - local) + limit)
-        return max(0, local - used) + from_parent
+        return self.cell(fr).available()
 
     def steady_between(self, fr: FlavorResource) -> tuple[int, int] | None:
         """The range of its parent's usage of ``fr`` over which what this
@@ -130,50 +229,17 @@ class Node:
         least 0), with ``own`` and ``limit`` set by the node's own usage:
         the same for any ``from_parent`` at or above ``limit``, and 0 for
         any at or below ``-own``."""
-        parent = self.parent
-        if parent is None or parent.parent is not None:
-            return None
-        used = self.usage.get(fr, 0)
-        total = parent.subtree.get(fr, 0)
-        from_parent = total - parent.usage.get(fr, 0)
-        room = self._room.get(fr)
-        limit: int | None = None
-        if room is None:
-            own = max(0, -used)
-        else:
-            local, borrowing, lendable = room
-            own = max(0, local - used)
-            if borrowing is not None:
-                limit = lendable - max(0, used - local) + borrowing
-        if limit is not None and own + limit <= 0:
-            return -UNBOUNDED, UNBOUNDED
-        if limit is not None and from_parent >= limit:
-            return -UNBOUNDED, total - limit
-        if own + from_parent <= 0:
-            return total + own, UNBOUNDED
-        return None
+        return self.cell(fr).steady_between()
 
     def potential_available(self, fr: FlavorResource) -> int:
         """The most this node could ever use, with nothing running anywhere: a
-        request above this never fits, whatever is preempted. Quotas do not
-        change during a tree's life, so each answer is kept."""
-        known = self._potential.get(fr)
-        if known is not None:
-            return known
-        if self.parent is None:
-            potential = self.subtree.get(fr, 0)
-        else:
-            potential = self.local_quota(fr) + self.parent.potential_available(fr)
-            limit = self.borrowing_limit(fr)
-            if limit is not None:
-                potential = min(potential, self.subtree.get(fr, 0) + limit)
-        self._potential[fr] = potential
-        return potential
+        request above this never fits, whatever is preempted (quotas do not
+        change during a tree's life: kept in its cell)."""
+        return self.cell(fr).potential
 
     def borrowing_with(self, fr: FlavorResource, amount: int) -> bool:
         """A ClusterQueue compares with its nominal quota, a Cohort with its subtree."""
-        limit = self.subtree.get(fr, 0) if self.is_cohort else self.nominal(fr)
-        return limit < self.usage.get(fr, 0) + amount
+        return self.cell(fr).borrowing_with(amount)
 
     def within_nominal(self, frs: Iterator[FlavorResource] | set[FlavorResource]) -> bool:
         return self.over.isdisjoint(frs)
@@ -182,30 +248,10 @@ class Node:
 
     def add_usage(self, fr: FlavorResource, amount: int) -> None:
         """Add usage; the part beyond unused local quota bubbles to the parent."""
-        node: Node | None = self
-        while node is not None:
-            used = node.usage.get(fr, 0)
-            spare = max(0, node._local.get(fr, 0) - used)
-            node.usage[fr] = used + amount
-            if used + amount > node.subtree.get(fr, 0):
-                node.over.add(fr)
-            if amount <= spare:
-                return
-            amount -= spare
-            node = node.parent
+        self.cell(fr).add(amount)
 
     def remove_usage(self, fr: FlavorResource, amount: int) -> None:
-        node: Node | None = self
-        while node is not None:
-            used = node.usage.get(fr, 0)
-            stored_in_parent = used - node._local.get(fr, 0)
-            node.usage[fr] = used - amount
-            if used - amount <= node.subtree.get(fr, 0):
-                node.over.discard(fr)
-            if stored_in_parent <= 0:
-                return
-            amount = min(amount, stored_in_parent)
-            node = node.parent
+        self.cell(fr).remove(amount)
 
     # -------------------------------------------------------------- navigation
 
@@ -238,18 +284,18 @@ class Node:
         """How far up the tree ``amount`` more of ``fr`` must come from (0: within
         the queue's nominal quota), and whether the subtree that can hold it still
         has a parent (so reclaiming inside the hierarchy could help)."""
-        if self.parent is None or not self.borrowing_with(fr, amount):
-            return 0, self.parent is not None
-        remaining = amount - self.local_available(fr)
-        ancestor = self.parent
-        while ancestor.parent is not None:
-            if not ancestor.borrowing_with(fr, remaining):
-                return ancestor.height, True
-            remaining -= ancestor.local_available(fr)
-            ancestor = ancestor.parent
-        # At the root, borrowing or not, there is nothing above to reclaim from
-        # (asked for every read of every waiting head: not worked out).
-        return ancestor.height, False
+        return self.cell(fr).borrowing_level(amount)
+
+
+def _lendable(node: Node, fr: FlavorResource) -> int:
+    """What ``node`` puts into its parent's pool, read before any cell is
+    made: a cell reads its parent's subtree quota, worked out after its
+    children's."""
+    subtree = node.subtree.get(fr, 0)
+    quota = node.quotas.get(fr)
+    if quota is None or quota.lending_limit is None:
+        return subtree
+    return subtree - max(0, subtree - quota.lending_limit)
 
 
 def _quotas(groups: Any) -> dict[FlavorResource, Quota]:
@@ -306,10 +352,9 @@ class QuotaTree:
             if child.is_cohort:
                 height = max(height, child.height + 1)
             for fr in child.subtree:
-                subtree[fr] = subtree.get(fr, 0) + child.lendable(fr)
+                subtree[fr] = subtree.get(fr, 0) + _lendable(child, fr)
         node.subtree = subtree
         node.height = height
-        node._freeze()
 
     def add(self, queue: str, usage: Mapping[FlavorResource, int]) -> None:
         node = self.queues[queue]

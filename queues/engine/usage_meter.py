@@ -270,10 +270,11 @@ class UsageMeter:
                 share = idle * (pool.accrued - rates.accrued_mark[fr])
                 if share > 0:
                     totals.lent[fr] = totals.lent.get(fr, 0.0) + share
-            used = node.usage.get(fr, 0)
-            nominal = node.nominal(fr)
+            cell = node.cell(fr)
+            used = cell.used
+            nominal = cell.nominal
             over = used - nominal if used > nominal else 0
-            spare = max(0, min(nominal - used, node.lendable(fr))) if nominal > used else 0
+            spare = max(0, min(nominal - used, cell.lendable)) if nominal > used else 0
             pool.borrowed += over - rates.borrowing.get(fr, 0)
             pool.idle += spare - idle
             rates.borrowing[fr] = over

@@ -96,7 +96,9 @@ def test_within_nominal_follows_usage_through_adds_and_removes(
 ) -> None:
     """``Node.within_nominal`` reads a set kept up to date as usage changes; it
     must say what usage against the subtree quota says, at every node, after
-    any sequence of adds and removes (a lending limit stops usage on the way up)."""
+    any sequence of adds and removes (a lending limit stops usage on the way up).
+    Each node's usage is kept twice, in its cells and in ``Node.usage``: the
+    two agree throughout."""
     inner = Cohort(
         "inner",
         parent="outer",
@@ -117,6 +119,9 @@ def test_within_nominal_follows_usage_through_adds_and_removes(
         else:
             t.remove(name, {FR: held[name].pop()})
         for node in nodes:
+            # The usage the rest of the engine reads is the cell's, the one
+            # the quota checks read.
+            assert node.cell(FR).used == node.usage.get(FR, 0), (node, node.usage)
             expected = node.usage.get(FR, 0) <= node.subtree.get(FR, 0)
             assert node.within_nominal({FR}) is expected, (node, node.usage, node.subtree)
             assert node.within_nominal(set()) is True
