@@ -26,7 +26,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from queues.engine.model import FlavorResource
-from queues.engine.quota import Node
+from queues.engine.quota import Cell, Node
 from queues.engine.scheduler import Scheduler
 
 
@@ -85,11 +85,25 @@ class _QueueRates:
     since: float
     used: dict[FlavorResource, int] = field(default_factory=dict)
     over: dict[FlavorResource, int] = field(default_factory=dict)
-    # Its part in its tree's pools: over nominal, and idle quota it may lend.
-    borrowing: dict[FlavorResource, int] = field(default_factory=dict)
-    idle: dict[FlavorResource, int] = field(default_factory=dict)
-    # The pool's ``accrued`` when ``idle`` was last settled.
-    accrued_mark: dict[FlavorResource, float] = field(default_factory=dict)
+    # Its part in its tree's pools, one per flavor-resource it has quota for
+    # (made at its first settling).
+    lenders: list[_Lender] = field(default_factory=list)
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class _Lender:
+    """A ClusterQueue's part in its tree's pool for one flavor-resource, as
+    last settled: what it used over nominal, the idle quota it may lend, and
+    the pool's ``accrued`` then. Holds the queue's quota cell and the pool,
+    read at every settling of the queue without looking either up."""
+
+    def __init__(self, fr: FlavorResource, cell: Cell, pool: _Pool) -> None:
+        self.fr = fr
+        self.cell = cell
+        self.pool = pool
+        self.borrowing = 0
+        self.idle = 0
+        self.accrued_mark = 0.0
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -109,9 +123,8 @@ class _Tree:
                     pool.accrued += pool.fraction * dt
         self.since = now
 
-    def refresh(self, frs: set[FlavorResource]) -> None:
-        for fr in frs:
-            pool = self.pools[fr]
+    def refresh(self, pools: list[_Pool]) -> None:
+        for pool in pools:
             pool.fraction = min(pool.borrowed, pool.idle) / pool.idle if pool.idle else 0.0
 
 
@@ -171,7 +184,7 @@ class UsageMeter:
         touched.clear()
         for tree, names in by_tree.values():
             tree.advance(now)
-            changed: set[FlavorResource] = set()
+            changed: list[_Pool] = []
             for name in names:
                 self._settle_queue(name, tree, now, changed)
             tree.refresh(changed)
@@ -189,12 +202,12 @@ class UsageMeter:
                 used[fr] = used.get(fr, 0.0) + amount * dt
             for fr, over in rates.over.items():
                 borrowed[fr] = borrowed.get(fr, 0.0) + over * dt
-            for fr, idle in rates.idle.items():
-                pool = tree.pools[fr]
+            for lender in rates.lenders:
+                pool, idle = lender.pool, lender.idle
                 accrued = pool.accrued + pool.fraction * max(0.0, now - tree.since)
-                share = idle * (accrued - rates.accrued_mark[fr])
+                share = idle * (accrued - lender.accrued_mark)
                 if idle and share > 0:
-                    lent[fr] = lent.get(fr, 0.0) + share
+                    lent[lender.fr] = lent.get(lender.fr, 0.0) + share
             totals[name] = QueueTotals(used, borrowed, lent)
         return totals
 
@@ -208,11 +221,10 @@ class UsageMeter:
         (what its totals grow by while nothing changes)."""
         rates: dict[str, QueueRates] = {}
         for name, kept in self._rates.items():
-            tree = self._tree_of[name]
             lent = {
-                fr: idle * tree.pools[fr].fraction
-                for fr, idle in kept.idle.items()
-                if idle and tree.pools[fr].fraction
+                lender.fr: lender.idle * lender.pool.fraction
+                for lender in kept.lenders
+                if lender.idle and lender.pool.fraction
             }
             rates[name] = QueueRates(dict(kept.used), dict(kept.over), lent)
         return rates
@@ -228,9 +240,7 @@ class UsageMeter:
             used.get(fr, 0) != amount for fr, amount in usage.items() if amount
         )
 
-    def _settle_queue(
-        self, name: str, tree: _Tree, now: float, changed: set[FlavorResource]
-    ) -> None:
+    def _settle_queue(self, name: str, tree: _Tree, now: float, changed: list[_Pool]) -> None:
         rates = self._rates[name]
         totals = self.totals[name]
         dt = now - rates.since
@@ -257,30 +267,33 @@ class UsageMeter:
         rates: _QueueRates,
         totals: QueueTotals,
         tree: _Tree,
-        changed: set[FlavorResource],
+        changed: list[_Pool],
     ) -> None:
         """Kueue does not say who lent: what borrowers use beyond their nominal
         quota is attributed to the queues leaving quota idle, in proportion."""
-        for fr in node.quotas:
-            pool = tree.pools.get(fr)
-            if pool is None:
-                pool = tree.pools[fr] = _Pool()
-            idle = rates.idle.get(fr, 0)
+        if not rates.lenders:
+            for fr in node.quotas:
+                pool = tree.pools.get(fr)
+                if pool is None:
+                    pool = tree.pools[fr] = _Pool()
+                rates.lenders.append(_Lender(fr, node.cell(fr), pool))
+        for lender in rates.lenders:
+            pool, idle = lender.pool, lender.idle
             if idle:
-                share = idle * (pool.accrued - rates.accrued_mark[fr])
+                share = idle * (pool.accrued - lender.accrued_mark)
                 if share > 0:
-                    totals.lent[fr] = totals.lent.get(fr, 0.0) + share
-            cell = node.cell(fr)
+                    totals.lent[lender.fr] = totals.lent.get(lender.fr, 0.0) + share
+            cell = lender.cell
             used = cell.used
             nominal = cell.nominal
             over = used - nominal if used > nominal else 0
             spare = max(0, min(nominal - used, cell.lendable)) if nominal > used else 0
-            pool.borrowed += over - rates.borrowing.get(fr, 0)
+            pool.borrowed += over - lender.borrowing
             pool.idle += spare - idle
-            rates.borrowing[fr] = over
-            rates.idle[fr] = spare
-            rates.accrued_mark[fr] = pool.accrued
-            changed.add(fr)
+            lender.borrowing = over
+            lender.idle = spare
+            lender.accrued_mark = pool.accrued
+            changed.append(pool)
 
     def sample(self, now: float, force: bool = False) -> None:
         """Called before the events at ``now``: the usage as it stands holds
