@@ -29,13 +29,14 @@ from queues.engine.model import (
     ResourceGroup,
     Workload,
 )
-from queues.engine.quota import Node
+from queues.engine.quota import Cell, Node
 from queues.engine.topology import Placer, add_pods
 
 # A quota check's reading of the tree: (flavor-resource, amount, available,
-# borrowing level and whether reclaiming could help, or None, and the range
-# of the parent's usage over which available stays so: Node.steady_between).
-Read = tuple[FlavorResource, int, int, tuple[int, bool] | None, tuple[int, int] | None]
+# borrowing level and whether reclaiming could help, or None, the range of
+# the parent's usage over which available stays so: Node.steady_between, and
+# the queue's cell it read, read from again without looking it up).
+Read = tuple[FlavorResource, int, int, tuple[int, bool] | None, tuple[int, int] | None, Cell]
 
 
 class Mode(IntEnum):
@@ -556,10 +557,10 @@ class FlavorAssigner:
                 f"({kubernetes_quantity(resource, potential)})"
             )
             check.mode = Mode.NO_FIT
-            self.reads.append((fr, value, available, None, cell.steady_between()))
+            self.reads.append((fr, value, available, None, cell.steady_between(), cell))
             return Mode.NO_FIT, 0
         level = cell.borrowing_level(value)
-        self.reads.append((fr, value, available, level, cell.steady_between()))
+        self.reads.append((fr, value, available, level, cell.steady_between(), cell))
         borrow, may_reclaim = level
         if value <= available:
             check.borrow = borrow

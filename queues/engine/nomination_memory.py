@@ -267,7 +267,7 @@ class NominationMemory(SchedulerState):
         if searches or node.parent is None or node.parent.parent is not None:
             return None
         ranges: list[tuple[FlavorResource, int, int]] = []
-        for fr, _, _, _, steady in reads:
+        for fr, _, _, _, steady, _ in reads:
             if steady is None:
                 return None
             ranges.append((fr, steady[0], steady[1]))
@@ -388,12 +388,11 @@ class NominationMemory(SchedulerState):
                     # What it read now: a later reading is compared with these.
                     # A range is worked out again only where the room moved:
                     # one that did not is where it was, or was not known.
-                    node = self.tree.queues[queue.name]
                     reads = tuple(
-                        (fr, v, was, level, steady)
+                        (fr, v, was, level, steady, cell)
                         if fr not in moved
-                        else (fr, v, moved[fr], level, node.steady_between(fr))
-                        for fr, v, was, level, steady in witness[1]
+                        else (fr, v, moved[fr], level, cell.steady_between(), cell)
+                        for fr, v, was, level, steady, cell in witness[1]
                     )
                     witness = (witness[0], reads, witness[2])
                     self.refreshed += 1
@@ -457,8 +456,7 @@ class NominationMemory(SchedulerState):
         # usage, which its version covers: the same level, not worked out again.
         levels_hold = parent is None or parent.parent is None
         figures: dict[FlavorResource, int] = {}
-        for fr, value, available, level, steady in reads:
-            cell = node.cell(fr)
+        for fr, value, available, level, steady, cell in reads:
             above = cell.parent
             # Its own usage as it was (its version), and the parent's where
             # the room does not move: available as it was.
