@@ -49,9 +49,7 @@ class Cell:
         self.subtree = node.subtree.get(fr, 0)
         quota = node.quotas.get(fr)
         self.nominal = quota.nominal if quota is not None else 0
-        lending = quota.lending_limit if quota is not None else None
-        # What the node keeps for its own subtree and never lends upward.
-        self.local = max(0, self.subtree - lending) if lending is not None else 0
+        self.local = _kept_locally(self.subtree, quota)
         self.lendable = self.subtree - self.local
         borrowing = quota.borrowing_limit if quota is not None else None
         self.limited = borrowing is not None
@@ -287,15 +285,20 @@ class Node:
         return self.cell(fr).borrowing_level(amount)
 
 
-def _lendable(node: Node, fr: FlavorResource) -> int:
-    """What ``node`` puts into its parent's pool, read before any cell is
-    made: a cell reads its parent's subtree quota, worked out after its
-    children's."""
-    subtree = node.subtree.get(fr, 0)
-    quota = node.quotas.get(fr)
+def _kept_locally(subtree: int, quota: Quota | None) -> int:
+    """What a node keeps of its subtree quota for itself and never lends
+    upward: what is beyond its lendingLimit; without one, nothing."""
     if quota is None or quota.lending_limit is None:
-        return subtree
-    return subtree - max(0, subtree - quota.lending_limit)
+        return 0
+    return max(0, subtree - quota.lending_limit)
+
+
+def _lendable(node: Node, fr: FlavorResource) -> int:
+    """What ``node`` puts into its parent's pool (``Cell.lendable``), read
+    while the tree is built, before any cell is made: a cell reads its
+    parent's subtree quota, worked out after its children's."""
+    subtree = node.subtree.get(fr, 0)
+    return subtree - _kept_locally(subtree, node.quotas.get(fr))
 
 
 def _quotas(groups: Any) -> dict[FlavorResource, Quota]:

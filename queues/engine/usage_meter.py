@@ -97,8 +97,7 @@ class _Lender:
     the pool's ``accrued`` then. Holds the queue's quota cell and the pool,
     read at every settling of the queue without looking either up."""
 
-    def __init__(self, fr: FlavorResource, cell: Cell, pool: _Pool) -> None:
-        self.fr = fr
+    def __init__(self, cell: Cell, pool: _Pool) -> None:
         self.cell = cell
         self.pool = pool
         self.borrowing = 0
@@ -123,8 +122,8 @@ class _Tree:
                     pool.accrued += pool.fraction * dt
         self.since = now
 
-    def refresh(self, pools: list[_Pool]) -> None:
-        for pool in pools:
+    def refresh(self, pools: dict[int, _Pool]) -> None:
+        for pool in pools.values():
             pool.fraction = min(pool.borrowed, pool.idle) / pool.idle if pool.idle else 0.0
 
 
@@ -184,7 +183,8 @@ class UsageMeter:
         touched.clear()
         for tree, names in by_tree.values():
             tree.advance(now)
-            changed: list[_Pool] = []
+            # The pools the queues settled here take part in, each once.
+            changed: dict[int, _Pool] = {}
             for name in names:
                 self._settle_queue(name, tree, now, changed)
             tree.refresh(changed)
@@ -207,7 +207,8 @@ class UsageMeter:
                 accrued = pool.accrued + pool.fraction * max(0.0, now - tree.since)
                 share = idle * (accrued - lender.accrued_mark)
                 if idle and share > 0:
-                    lent[lender.fr] = lent.get(lender.fr, 0.0) + share
+                    fr = lender.cell.fr
+                    lent[fr] = lent.get(fr, 0.0) + share
             totals[name] = QueueTotals(used, borrowed, lent)
         return totals
 
@@ -222,7 +223,7 @@ class UsageMeter:
         rates: dict[str, QueueRates] = {}
         for name, kept in self._rates.items():
             lent = {
-                lender.fr: lender.idle * lender.pool.fraction
+                lender.cell.fr: lender.idle * lender.pool.fraction
                 for lender in kept.lenders
                 if lender.idle and lender.pool.fraction
             }
@@ -240,7 +241,7 @@ class UsageMeter:
             used.get(fr, 0) != amount for fr, amount in usage.items() if amount
         )
 
-    def _settle_queue(self, name: str, tree: _Tree, now: float, changed: list[_Pool]) -> None:
+    def _settle_queue(self, name: str, tree: _Tree, now: float, changed: dict[int, _Pool]) -> None:
         rates = self._rates[name]
         totals = self.totals[name]
         dt = now - rates.since
@@ -267,7 +268,7 @@ class UsageMeter:
         rates: _QueueRates,
         totals: QueueTotals,
         tree: _Tree,
-        changed: list[_Pool],
+        changed: dict[int, _Pool],
     ) -> None:
         """Kueue does not say who lent: what borrowers use beyond their nominal
         quota is attributed to the queues leaving quota idle, in proportion."""
@@ -276,13 +277,14 @@ class UsageMeter:
                 pool = tree.pools.get(fr)
                 if pool is None:
                     pool = tree.pools[fr] = _Pool()
-                rates.lenders.append(_Lender(fr, node.cell(fr), pool))
+                rates.lenders.append(_Lender(node.cell(fr), pool))
         for lender in rates.lenders:
             pool, idle = lender.pool, lender.idle
             if idle:
                 share = idle * (pool.accrued - lender.accrued_mark)
                 if share > 0:
-                    totals.lent[lender.fr] = totals.lent.get(lender.fr, 0.0) + share
+                    fr = lender.cell.fr
+                    totals.lent[fr] = totals.lent.get(fr, 0.0) + share
             cell = lender.cell
             used = cell.used
             nominal = cell.nominal
@@ -293,7 +295,7 @@ class UsageMeter:
             lender.borrowing = over
             lender.idle = spare
             lender.accrued_mark = pool.accrued
-            changed.append(pool)
+            changed[id(pool)] = pool
 
     def sample(self, now: float, force: bool = False) -> None:
         """Called before the events at ``now``: the usage as it stands holds
