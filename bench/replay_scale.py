@@ -60,7 +60,10 @@ workloads, admitted, p50 / p90 / mean wait and preemptions suffered.
 ``--tracemalloc`` (slow) also prints what holds the memory at the end of the
 replay. ``--profile FILE`` runs the replay (not the
 generation) under cProfile, saves the stats to FILE and prints the top 25
-functions by tottime and by cumtime. ``--so-far SECONDS`` replays as a what-if
+functions by tottime and by cumtime. ``--cycle-times`` times every cycle
+and prints the seconds each kind took and their cost each (in one process;
+the timing adds a little to every cycle, so compare timed runs with timed
+runs). ``--so-far SECONDS`` replays as a what-if
 run does for its page: every SECONDS or so (never more often than four times
 what the last reading took) it prints the figures so far and what reading
 them cost. ``--workers N`` splits the replay into its independent cohort trees
@@ -235,13 +238,28 @@ def _censored(stats: dict[str, Any], key: str) -> str:
 
 def cycle_figures(settler: Settler) -> str:
     """The cycles by what they showed: most change nothing, each event time
-    ending with one that tells every head what it was told before."""
+    ending with one that tells every head what it was told before; timed
+    (``--cycle-times``), the seconds each kind took."""
     total = settler.changing_cycles + settler.telling_cycles + settler.confirming_cycles
-    return (
+    figures = (
         f"cycles {total:,}: changed something {settler.changing_cycles:,}, changed nothing "
         f"but told a head something new {settler.telling_cycles:,}, told every head as "
         f"before (the last of an event time) {settler.confirming_cycles:,}"
     )
+    if not settler.timed:
+        return figures
+    kinds = (
+        ("changing", settler.changing_cycles, settler.changing_seconds),
+        ("telling", settler.telling_cycles, settler.telling_seconds),
+        ("confirming", settler.confirming_cycles, settler.confirming_seconds),
+    )
+    timed = ", ".join(
+        f"{kind} {seconds:.1f} s ({1e6 * seconds / count:.1f} µs each)"
+        if count
+        else f"{kind} 0.0 s"
+        for kind, count, seconds in kinds
+    )
+    return f"{figures}\ncycle times: {timed}"
 
 
 def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
@@ -334,6 +352,11 @@ def main() -> int:
         help="replay the independent cohort trees apart, in N processes, and merge them",
     )
     parser.add_argument(
+        "--cycle-times",
+        action="store_true",
+        help="time each cycle and print the seconds each kind took (one process)",
+    )
+    parser.add_argument(
         "--so-far",
         type=float,
         metavar="SECONDS",
@@ -391,6 +414,7 @@ def main() -> int:
     replay_started = time.perf_counter()
     simulator = Simulator(policy, trace.workloads if not args.workers else [])
     simulator.progress = Progress(simulator, replay_started, args.max_rss_gib * 1024)
+    simulator.settler.timed = args.cycle_times
     if not args.workers:
         trace.workloads = []  # the simulator holds them now
     set_up = time.perf_counter()

@@ -23,6 +23,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,6 +63,14 @@ class Settler:
         self.changing_cycles = 0
         self.telling_cycles = 0
         self.confirming_cycles = 0
+        # With ``timed`` (``bench/replay_scale.py --cycle-times``), the
+        # seconds each kind of cycle took, a cycle in several groups shared
+        # among them evenly: the kinds cost very differently, and what a
+        # change to the engine saves shows there first.
+        self.timed = False
+        self.changing_seconds = 0.0
+        self.telling_seconds = 0.0
+        self.confirming_seconds = 0.0
         self._backoff: dict[str, float] = {}
 
     def settle(
@@ -92,7 +101,9 @@ class Settler:
         while active:
             if at_once:  # parked workloads are candidates again in the very next cycle
                 scheduler.apply_unpark_requests(active)
+            started = time.perf_counter() if self.timed else 0.0
             result = scheduler.cycle(now, active)
+            share = (time.perf_counter() - started) / len(active) if self.timed else 0.0
             apply(result, now)
             changed, evaluated = self._by_group(result, active)
             asking = scheduler.groups_asking_to_unpark() if at_once else set()
@@ -100,6 +111,7 @@ class Settler:
                 rounds[group] -= 1
                 if group in changed:
                     self.changing_cycles += 1
+                    self.changing_seconds += share
                     changes[group] += 1
                     seen[group] = {}
                     if changes[group] >= limit[group]:
@@ -108,14 +120,17 @@ class Settler:
                         continue
                 elif group in asking:
                     self.telling_cycles += 1
+                    self.telling_seconds += share
                 else:
                     outcome = evaluated.get(group)
                     if outcome is None or told_as_before(seen[group], outcome):
                         self.confirming_cycles += 1
+                        self.confirming_seconds += share
                         self._backoff.pop(group, None)
                         active.discard(group)
                         continue
                     self.telling_cycles += 1
+                    self.telling_seconds += share
                     seen[group].update(outcome)
                 if not rounds[group]:
                     self._backoff.pop(group, None)

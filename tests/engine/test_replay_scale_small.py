@@ -25,3 +25,16 @@ def test_a_class_none_of_was_admitted_shows_no_wait() -> None:
     assert row.split() == ["urgent-release", "0", "0", "-", "-", "-", "0"]
     (interactive,) = [line for line in done.stdout.splitlines() if line.startswith("interactive")]
     assert "-" not in interactive.split()  # admitted ones keep their waits
+
+
+def test_cycle_times_are_printed_by_kind_when_asked() -> None:
+    args = [sys.executable, str(BENCH), "--workloads", "200", "--teams", "4", "--divisions", "2"]
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True)
+    assert "cycle times:" not in plain.stdout
+    timed = subprocess.run(
+        [*args, "--cycle-times"], capture_output=True, text=True, timeout=120, check=True
+    )
+    (line,) = [line for line in timed.stdout.splitlines() if line.startswith("cycle times:")]
+    kinds = [part.split()[0] for part in line.removeprefix("cycle times: ").split(", ")]
+    assert kinds == ["changing", "telling", "confirming"]
+    assert "µs each" in line

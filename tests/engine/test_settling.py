@@ -93,13 +93,16 @@ def _churning() -> list[Workload]:
     ]
 
 
-def _replay(workloads: list[Workload]) -> tuple[Simulator, SimulationResult]:
+def _replay(
+    workloads: list[Workload], *, timed: bool = False
+) -> tuple[Simulator, SimulationResult]:
     """Replayed with parked workloads queued again at once (requeue_delay 0,
     Berth's simulated cluster) and victims gone at once; a replay that goes
     on and on fails, not hangs."""
     simulator = Simulator(
         _policy(), [(w, "batch") for w in workloads], requeue_delay=0.0, eviction_delay=0.0
     )
+    simulator.settler.timed = timed
     events = Counter[str]()
 
     def count(now: float, kind: str, _: object) -> None:
@@ -256,3 +259,23 @@ def test_each_cycle_is_counted_by_what_it_showed() -> None:
     # second's first refusal at 1 was news.
     assert (settler.changing_cycles, settler.telling_cycles, settler.confirming_cycles) == (2, 1, 4)
     assert result.cycles == 7
+
+
+def _first_and_second() -> list[Workload]:
+    return [_job("first", "lender", 0, 10, 8), _job("second", "lender", 1, 10, 8)]
+
+
+def test_timed_cycles_are_timed_by_what_they_showed() -> None:
+    untimed, _ = _replay(_first_and_second())
+    seconds = untimed.settler.changing_seconds, untimed.settler.telling_seconds
+    assert (*seconds, untimed.settler.confirming_seconds) == (0.0, 0.0, 0.0)
+
+    timed, result = _replay(_first_and_second(), timed=True)
+    settler = timed.settler
+    # Timing changes nothing: the same cycles as untimed (the test above),
+    # and each kind that ran has some time to it.
+    assert result.records["default/second"].first_admitted == 10.0
+    assert (settler.changing_cycles, settler.telling_cycles, settler.confirming_cycles) == (2, 1, 4)
+    assert settler.changing_seconds > 0
+    assert settler.telling_seconds > 0
+    assert settler.confirming_seconds > 0
