@@ -381,8 +381,8 @@ class NominationMemory(SchedulerState):
                 if searches is not witness[2]:
                     witness = (witness[0], witness[1], searches)
                 if moved:
-                    # Worded when read (_worded, Pending.worded): a head left
-                    # standing is mostly never read.
+                    # Worded when read (Pending.worded): a head told it
+                    # stays pending is mostly never read.
                     figures = {**entry.figures, **moved} if entry.figures else moved
                     entry = Entry(workload, queue, entry.assignment, figures=figures)
                     # What it read now: a later reading is compared with these.
@@ -411,8 +411,8 @@ class NominationMemory(SchedulerState):
 
     def _worded(self, entry: Entry) -> Entry:
         """The nomination with the figures it read since its assignment was
-        made worded into it, as a head the cycle processes needs it; it then
-        stands in for the nomination."""
+        made worded into it, as a watch over processing reads it
+        (``Scheduler._to_process``); it then stands in for the nomination."""
         worded = entry.worded()
         if worded is entry:
             return entry

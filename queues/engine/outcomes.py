@@ -151,9 +151,9 @@ class Entry:
     # Why its assignment leaves it pending (no fit, or no victims), once worded.
     told: Pending | None = None
     # A reused nomination's quota figures read since its assignment was made,
-    # not yet worded into it (assign.refreshed): the scheduler words them in
-    # for a head it processes (``NominationMemory._worded``); a head left
-    # standing is told with them (``Pending.worded``).
+    # not yet worded into it (assign.refreshed): a head left pending is told
+    # with them (``Pending.worded``), worded only when read; a watch over
+    # processing is given them worded in (``Scheduler._to_process``).
     figures: dict[FlavorResource, int] | None = None
 
     def __init__(

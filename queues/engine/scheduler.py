@@ -231,12 +231,12 @@ class Scheduler(NominationMemory):
                     continue
                 popped = pending_queue.pop()
                 assert popped is resting, (name, popped, resting)
-                heads.append(self._worded(entry))
+                heads.append(self._to_process(entry))
                 continue
             workload = pending_queue.pop()
             if workload is not None:
                 queue = self.policy.cluster_queues[name]
-                heads.append(self._worded(self._nomination(workload, queue)))
+                heads.append(self._to_process(self._nomination(workload, queue)))
         admitted_now: set[str] = set()
         victims: dict[str, Target] = {}
         # Usage that stands only for this cycle: preemptors waiting for their
@@ -264,6 +264,18 @@ class Scheduler(NominationMemory):
         for evaluated in quiet.values():
             result.evaluated.update(evaluated)
         return result
+
+    def _to_process(self, entry: Entry) -> Entry:
+        """The head's entry as the cycle processes it. Its figures read since
+        its assignment was made stay beside it, unworded: processing reads
+        the assignment's flavors, modes and usage, which they do not change,
+        and words them only into what it says (``_no_fit``, ``_no_victims``,
+        ``_process``). Most heads processed so are refused again, and a
+        reused answer's wording was 2% of a replay. A watch over processing
+        (a rehearsal) is given the entry worded, as it reads the assignment."""
+        if self.process_watch is None:
+            return entry
+        return self._worded(entry)
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
         """The head's entry, and what it read if only what ``Witness`` holds."""
@@ -361,11 +373,13 @@ class Scheduler(NominationMemory):
             self.tree.add(queue.name, assignment.usage)
             self._cycle_holds.append((queue.name, assignment.usage))
             count = len(entry.targets)
+            worded = entry.worded().assignment  # with the figures it read since
+            assert worded is not None
             self._leave_pending(
                 entry,
                 Pending(
                     "WaitingForPreemptedWorkloads",
-                    f"{assignment.message()}. Pending the preemption of {count} workload(s)",
+                    f"{worded.message()}. Pending the preemption of {count} workload(s)",
                 ),
                 "PendingPreemption",
                 result,
