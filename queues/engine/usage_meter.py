@@ -236,10 +236,17 @@ class UsageMeter:
         self.settle(now, every_touched=True)
 
     def _moved(self, name: str, usage: dict[FlavorResource, int]) -> bool:
+        """Whether the queue's usage differs from the rates it was last
+        settled with. A plain loop: asked for every queue touched at every
+        event time, two generators over the usage cost twice as much."""
         used = self._rates[name].used
-        return sum(1 for amount in usage.values() if amount) != len(used) or any(
-            used.get(fr, 0) != amount for fr, amount in usage.items() if amount
-        )
+        held = 0
+        for fr, amount in usage.items():
+            if amount:
+                if used.get(fr, 0) != amount:
+                    return True
+                held += 1
+        return held != len(used)
 
     def _settle_queue(self, name: str, tree: _Tree, now: float, changed: dict[int, _Pool]) -> None:
         rates = self._rates[name]

@@ -190,3 +190,27 @@ def test_usage_read_along_another_tree_is_said_so_either_way() -> None:
     for wrong in ((0,), (0, 0, 0)):
         with pytest.raises(ValueError, match=r"a: \d usage figures read for 2 level\(s\) × 1"):
             used_no_less(node, {FR: 4}, wrong)
+
+
+FR2 = ("default", "memory")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 6), st.integers(0, 6)), max_size=6),
+    st.lists(st.integers(0, 12), min_size=4, max_size=4),
+)
+def test_used_no_less_is_every_figure_along_the_tree_at_least_the_one_read(
+    admitted: list[tuple[str, int, int]], read: list[int]
+) -> None:
+    """Two flavor-resources, a queue and its cohort: figures read level by
+    level (``usage_along``'s order), each compared with its own."""
+    t = tree(queue("a", "c", 4), queue("b", "c", 3))
+    for name, cpu, memory in admitted:
+        t.add(name, {FR: cpu, FR2: memory})
+    node = t.queues["a"]
+    asked = {FR: 1, FR2: 1}
+    now = usage_along(node, asked)
+    expected = all(held >= then for held, then in zip(now, read, strict=True))
+    assert used_no_less(node, asked, tuple(read)) is expected
+    assert used_no_less(node, asked, now)
