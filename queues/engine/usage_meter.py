@@ -104,6 +104,14 @@ class _Lender:
         self.idle = 0
         self.accrued_mark = 0.0
 
+    def lent_until(self, accrued: float) -> float:
+        """What it lent since it was last settled, its pool's lent fraction
+        having accrued to ``accrued`` by then (0 when it left nothing idle)."""
+        if not self.idle:
+            return 0.0
+        share = self.idle * (accrued - self.accrued_mark)
+        return share if share > 0 else 0.0
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Tree:
@@ -203,10 +211,9 @@ class UsageMeter:
             for fr, over in rates.over.items():
                 borrowed[fr] = borrowed.get(fr, 0.0) + over * dt
             for lender in rates.lenders:
-                pool, idle = lender.pool, lender.idle
-                accrued = pool.accrued + pool.fraction * max(0.0, now - tree.since)
-                share = idle * (accrued - lender.accrued_mark)
-                if idle and share > 0:
+                pool = lender.pool
+                share = lender.lent_until(pool.accrued + pool.fraction * max(0.0, now - tree.since))
+                if share > 0:
                     fr = lender.cell.fr
                     lent[fr] = lent.get(fr, 0.0) + share
             totals[name] = QueueTotals(used, borrowed, lent)
@@ -287,11 +294,10 @@ class UsageMeter:
                 rates.lenders.append(_Lender(node.cell(fr), pool))
         for lender in rates.lenders:
             pool, idle = lender.pool, lender.idle
-            if idle:
-                share = idle * (pool.accrued - lender.accrued_mark)
-                if share > 0:
-                    fr = lender.cell.fr
-                    totals.lent[fr] = totals.lent.get(fr, 0.0) + share
+            share = lender.lent_until(pool.accrued)
+            if share > 0:
+                fr = lender.cell.fr
+                totals.lent[fr] = totals.lent.get(fr, 0.0) + share
             cell = lender.cell
             used = cell.used
             nominal = cell.nominal

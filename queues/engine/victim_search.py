@@ -124,7 +124,7 @@ def used_no_less(node: Node, usage: Mapping[FlavorResource, int], then: tuple[in
     if levels * width != len(then):
         # Read along another tree or request: said as such, not as an
         # IndexError from deep in a reused answer's check.
-        raise ValueError(_misread(node, then, usage))
+        raise ValueError(_misread(node, levels, then, usage))
     for column, fr in enumerate(usage):
         index = column
         cell: Cell | None = node.cell(fr)
@@ -136,12 +136,9 @@ def used_no_less(node: Node, usage: Mapping[FlavorResource, int], then: tuple[in
     return True
 
 
-def _misread(node: Node, then: tuple[int, ...], usage: Mapping[FlavorResource, int]) -> str:
-    levels = 0
-    level: Node | None = node
-    while level is not None:
-        levels += 1
-        level = level.parent
+def _misread(
+    node: Node, levels: int, then: tuple[int, ...], usage: Mapping[FlavorResource, int]
+) -> str:
     return (
         f"{node.name}: {len(then)} usage figures read for {levels} level(s) × "
         f"{len(usage)} flavor-resource(s); usage_along reads one per level and resource"
