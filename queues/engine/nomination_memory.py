@@ -20,7 +20,7 @@ from mypy_extensions import mypyc_attr
 from queues.engine.assign import Read
 from queues.engine.model import ClusterQueue, FlavorResource, Policy, Workload
 from queues.engine.outcomes import CycleResult, Entry, Pending
-from queues.engine.quota import Node
+from queues.engine.quota import Cell
 from queues.engine.scheduler_state import SchedulerState
 from queues.engine.victim_search import HopelessRead
 
@@ -43,9 +43,16 @@ def _as_asked(witness: Witness | None) -> object:
     return version, tuple(read[:4] for read in reads), tuple(search[:4] for search in searches)
 
 
-# A head's answer holds while its root's usage of each flavor-resource stays
-# in its range (and its own queue is as it was): each of them, low to high.
-Ranges = tuple[tuple[FlavorResource, int, int], ...]
+# A head's answer holds while its root's usage of each flavor-resource it
+# read stays in its range (and its own queue is as it was): by
+# flavor-resource, the queue's cell it read, the root's, and the range, low
+# to high (Cell.fits_between).
+Ranges = dict[FlavorResource, tuple[Cell, Cell, int, int]]
+
+# A head's answer over ranges (StandingBlock): its queue's version, its
+# ranges, the room it read by flavor-resource, and the queue order time its
+# hopeless victim searches were asked at (None: it asked none).
+RangedAnswer = tuple[int, Ranges, dict[FlavorResource, int], float | None]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -59,10 +66,14 @@ class StandingBlock:
     heads, waiting in every cycle an arrival elsewhere in it brings.
 
     Once the version has moved (quota taken or given back in the tree),
-    the heads whose nomination read only their own queue and figures that
-    stay put while the root's usage is in a range (``_read_again``'s
-    steady readings, no victim search to ask again) still hold, together,
-    while the root's usage is in every one of their ranges."""
+    a head right below the root whose nomination read only its own queue,
+    whether each request fits and victim searches that were hopeless still
+    holds while the root's usage is in its ranges: where each request fits
+    as it did (``Cell.fits_between``), and no less is used than when each
+    search was asked (``preemption.hopeless_as_used``). It is told its
+    answer again with the room its requests find at that usage
+    (``refigure``), as asking would word it (``_read_again``,
+    ``assign.refreshed``)."""
 
     def __init__(self, version: int) -> None:
         self.version = version
@@ -72,29 +83,34 @@ class StandingBlock:
         # By workload key: what each was told.
         self.told: dict[str, Pending] = {}
         # By ClusterQueue, of the heads whose answers hold over ranges: its
-        # queue's version then, and its ranges.
+        # queue's version then, its ranges, and the room it was last told
+        # its requests found.
         self.ranged_versions: dict[str, int] = {}
         self._ranges: dict[str, Ranges] = {}
-        # Where every ranged head's queue sits: right below this root.
-        self.root: Node | None = None
-        # The ranges all ranged heads hold over, once worked out.
-        self._common: dict[FlavorResource, tuple[int, int]] | None = None
+        self._figures: dict[str, dict[FlavorResource, int]] = {}
+        # Of those that asked hopeless victim searches: the queue order time
+        # they were asked at (hopeless_as_used holds them to it).
+        self.searching: dict[str, float] = {}
         # Scratch for the cycle under way, set by _standing_block: the queues
-        # whose head it found still resting there and told with the block, and
+        # whose head it found still resting there and told with the block;
         # whether the tree's version is still the block's (else only ranged
-        # heads are told with it).
+        # heads are told with it); and, if not, the ranged heads whose
+        # ranges the root's usage has left (asked again) and those told with
+        # other figures (refigure).
         self.kept: list[str] = []
         self.version_holds = True
+        self.lapsed: set[str] = set()
+        self.refigured: set[str] = set()
 
-    def add(self, entry: Entry, told: Pending, ranged: tuple[int, Ranges] | None) -> None:
+    def add(self, entry: Entry, told: Pending, ranged: RangedAnswer | None) -> None:
         name = entry.queue.name
         self.heads[name] = entry.workload
         self.entries[name] = entry
         self.told[entry.workload.key] = told
         if ranged is not None:
-            self.ranged_versions[name] = ranged[0]
-            self._ranges[name] = ranged[1]
-            self._common = None
+            self.ranged_versions[name], self._ranges[name], self._figures[name], ordered = ranged
+            if ordered is not None:
+                self.searching[name] = ordered
 
     def drop_unkept(self) -> None:
         """Only the heads the cycle found still resting stay."""
@@ -107,21 +123,42 @@ class StandingBlock:
             del self.told[workload.key]
             if self.ranged_versions.pop(name, None) is not None:
                 del self._ranges[name]
-                self._common = None
+                del self._figures[name]
+                self.searching.pop(name, None)
 
-    def holds_over(self, usage: dict[FlavorResource, int]) -> bool:
-        """Whether the root's ``usage`` is within every ranged head's ranges."""
-        common = self._common
-        if common is None:
-            common = {}
-            for ranges in self._ranges.values():
-                for fr, low, high in ranges:
-                    known = common.get(fr)
-                    if known is not None:
-                        low, high = max(low, known[0]), min(high, known[1])
-                    common[fr] = (low, high)
-            self._common = common
-        return all(low <= usage.get(fr, 0) <= high for fr, (low, high) in common.items())
+    def refigure(self) -> None:
+        """Each ranged head whose ranges hold the root's usage now told with
+        the room its requests find there (the answer is the same but for
+        these figures), as a fresh ``Pending`` where they moved, worded only
+        if read, as a head asked again is (``Pending.worded``); the others
+        lapsed, to be asked again."""
+        refigured = self.refigured
+        for name, ranges in self._ranges.items():
+            last = self._figures[name]
+            held = True
+            moved = False
+            for fr, (cell, above, low, high) in ranges.items():
+                held = low <= above.used <= high
+                if not held:
+                    break
+                if not moved and max(0, cell.available()) != last[fr]:
+                    moved = True
+            if held and self.searching:
+                ordered = self.searching.get(name)
+                held = ordered is None or ordered == self.entries[name].workload.queue_order_time
+            if not held:
+                self.lapsed.add(name)
+                continue
+            if not moved:
+                continue
+            figures = {fr: max(0, read[0].available()) for fr, read in ranges.items()}
+            self._figures[name] = figures
+            entry = self.entries[name]
+            assignment = entry.assignment
+            assert assignment is not None  # a ranged head's answer is its assignment's
+            key = entry.workload.key
+            self.told[key] = Pending.worded(self.told[key].reason, assignment, figures)
+            refigured.add(name)
 
     def told_kept(self) -> dict[str, Pending]:
         """What the heads the cycle found resting were told."""
@@ -164,8 +201,18 @@ class NominationMemory(SchedulerState):
         # and how many of those were told again with it, unasked.
         self._blocks: dict[str, StandingBlock] = {}
         self.told_with_block = 0
-        # Of those, told once quota had moved in their tree (over their ranges).
+        # Of those, told once quota had moved in their tree (over their
+        # ranges), and of these, heads with hopeless victim searches.
         self.told_over_ranges = 0
+        self.searches_told_over_ranges = 0
+        # False: victim searches walk their candidates even when no walk could
+        # free enough (Preemptor._could_fit; what that shortcut is checked against).
+        self.stop_when_hopeless = True
+        # Reused answers whose hopeless victim searches were asked again, and
+        # those of them known to hold from usage alone (hopeless_as_used),
+        # told with their block included.
+        self.hopeless_asked_again = 0
+        self.hopeless_as_used = 0
         super().__init__(policy, workloads, now)
 
     def _nominate(self, workload: Workload, queue: ClusterQueue) -> tuple[Entry, Witness | None]:
@@ -235,11 +282,16 @@ class NominationMemory(SchedulerState):
         if not self.standing_blocks:
             return None
         block.kept = []
+        if block.refigured:
+            block.refigured.clear()
+        if block.lapsed:
+            block.lapsed.clear()
         block.version_holds = block.version == self.tree_versions[root]
         if block.version_holds:
             return block
-        if block.root is None or not block.holds_over(block.root.usage):
+        if not block.ranged_versions:
             return None
+        block.refigure()
         return block
 
     def _told_by_block(self, block: StandingBlock, name: str, resting: Workload) -> bool:
@@ -252,26 +304,55 @@ class NominationMemory(SchedulerState):
         known = self._nominations.get(resting.key)
         if known is None or known[1] is not block.entries[name]:
             return False
-        return (
-            block.version_holds or block.ranged_versions.get(name, -1) == self.queue_versions[name]
+        return block.version_holds or (
+            block.ranged_versions.get(name, -1) == self.queue_versions[name]
+            and name not in block.lapsed
         )
 
-    def _range_witness(self, entry: Entry) -> tuple[int, Ranges] | None:
-        """The head's queue version and ranges, if its answer holds over
-        ranges of its root's usage (``StandingBlock``)."""
+    def _range_witness(self, entry: Entry) -> RangedAnswer | None:
+        """The head's answer over ranges of its root's usage, if it holds
+        over such ranges (``StandingBlock``): read only in its own queue,
+        right below the root, with no victim search but hopeless ones known
+        to hold from usage alone. Its own usage is as the nomination read
+        it while its queue's version is."""
         known = self._nominations.get(entry.workload.key)
         if known is None or known[1] is not entry or known[2] is None:
             return None
         version, reads, searches = known[2]
         node = self.tree.queues[entry.queue.name]
-        if searches or node.parent is None or node.parent.parent is not None:
+        if node.parent is None or node.parent.parent is not None:
             return None
-        ranges: list[tuple[FlavorResource, int, int]] = []
-        for fr, _, _, _, steady, _ in reads:
-            if steady is None:
+        if searches and not self.stop_when_hopeless:
+            return None  # each asked again in full (Scheduler._still_without_victims)
+        if self.queue_versions[entry.queue.name] != version:
+            return None  # its own usage moved since: never told with the block
+        ranges: Ranges = {}
+        figures: dict[FlavorResource, int] = {}
+        for fr, value, available, _, _, cell in reads:
+            # Which side as read: the cycle may have moved the root since.
+            low, high = cell.fits_between(value, value <= available)
+            other = ranges.get(fr)
+            if other is not None:  # another request of the same flavor-resource
+                low, high = max(low, other[2]), min(high, other[3])
+            above = cell.parent
+            assert above is not None  # right below the root, as checked above
+            ranges[fr] = (cell, above, low, high)
+            figures[fr] = available
+        ordered = None
+        for _, usage, _, ordered_at, along in searches:
+            # What its queue used then is what it uses (its version); the
+            # root may use more, not less (hopeless_as_used).
+            width = len(usage)
+            if len(along) != 2 * width or ordered not in (None, ordered_at):
                 return None
-            ranges.append((fr, steady[0], steady[1]))
-        return version, tuple(ranges)
+            ordered = ordered_at
+            for i, fr in enumerate(usage):
+                read = ranges.get(fr)
+                if read is None:
+                    return None  # not one its quota checks read: not worked out
+                cell, above, low, high = read
+                ranges[fr] = (cell, above, max(low, along[width + i]), high)
+        return version, ranges, figures, ordered
 
     def _tell_kept(
         self, blocks: dict[str, StandingBlock | None], result: CycleResult
@@ -286,7 +367,18 @@ class NominationMemory(SchedulerState):
             told = block.told_kept()
             self.status.update(told)
             result.evaluated.update(told)
-            self.reused += len(block.kept)
+            # As asking would count them: with other figures, refreshed.
+            refreshed = len(block.refigured)
+            if refreshed and len(block.kept) < len(block.heads):
+                refreshed = sum(1 for name in block.kept if name in block.refigured)
+            self.refreshed += refreshed
+            self.reused += len(block.kept) - refreshed
+            if not block.version_holds and block.searching:
+                # Their hopeless searches, known to hold from usage alone.
+                searched = sum(1 for name in block.kept if name in block.searching)
+                self.hopeless_asked_again += searched
+                self.hopeless_as_used += searched
+                self.searches_told_over_ranges += searched
             self.left_standing += len(block.kept)
             self.told_with_block += len(block.kept)
             if not block.version_holds:
@@ -322,10 +414,7 @@ class NominationMemory(SchedulerState):
                 block.version = before[root][0]
                 self._blocks[root] = block
             for entry, told in added or ():
-                ranged = self._range_witness(entry)
-                if ranged is not None:
-                    block.root = self.tree.queues[entry.queue.name].parent
-                block.add(entry, told, ranged)
+                block.add(entry, told, self._range_witness(entry))
 
     def _remember_quiet(
         self,

@@ -98,6 +98,29 @@ class Cell:
             return total + own, UNBOUNDED
         return None
 
+    def fits_between(self, amount: int, fits: bool) -> tuple[int, int]:
+        """The range of its parent's usage over which ``amount`` fits in
+        what this node could still take (``available``, from 0 up), as
+        ``fits`` says it did when read, or does not, its own usage as it
+        was then (and is); for a node right below a root. Wider than
+        ``steady_between``: the room may move in it, an answer that reads
+        only whether requests fit does not.
+
+        The room is ``own + min(total − parent usage, limit)``: ``amount``
+        fits while the parent's usage leaves it ``amount − own``, and
+        never when the limit leaves less, or always when it asks nothing."""
+        parent = self.parent
+        if parent is None or parent.parent is not None:
+            raise ValueError(f"{self.node.name}: fits_between is for a node right below a root")
+        if amount <= 0 or amount > self.potential:
+            return -UNBOUNDED, UNBOUNDED
+        used = self.used
+        wanted = amount - max(0, self.local - used)
+        if self.limited and self.lendable - max(0, used - self.local) + self.limit < wanted:
+            return -UNBOUNDED, UNBOUNDED
+        edge = parent.subtree - wanted  # the most the parent may use for it to fit
+        return (-UNBOUNDED, edge) if fits else (edge + 1, UNBOUNDED)
+
     def borrowing_with(self, amount: int) -> bool:
         """A ClusterQueue compares with its nominal quota, a Cohort with its subtree."""
         limit = self.subtree if self.node.is_cohort else self.nominal

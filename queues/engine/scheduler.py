@@ -77,17 +77,10 @@ class Scheduler(NominationMemory):
         # False: victim searches never stop early at the borrowing limit
         # (Preemptor._beyond_borrowing_limit; what that shortcut is checked against).
         self.stop_at_borrowing_limit = True
-        # False: victim searches walk their candidates even when no walk could
-        # free enough (Preemptor._could_fit; what that shortcut is checked against).
-        self.stop_when_hopeless = True
         # Victim searches that shortcut ended without a walk (every search the
         # scheduler ran: explanations and check_reuse's included; not a reused
         # answer's searches asked again by still_without_victims).
         self.hopeless = 0
-        # Reused answers whose hopeless victim searches were asked again, and
-        # those of them known to hold from usage alone (hopeless_as_used).
-        self.hopeless_asked_again = 0
-        self.hopeless_as_used = 0
         # False: victims release their quota at the end of the cycle that evicted
         # them (no time passes). True: they keep it until release() is called.
         self.defer_release = False
@@ -224,7 +217,8 @@ class Scheduler(NominationMemory):
                 entry = self._nomination(resting, queue)
                 told = self._standing(entry)
                 if block is not None and told != block.told[resting.key]:
-                    raise AssertionError(f"{resting.key}: told {told}, its block says otherwise")
+                    said = block.told[resting.key]
+                    raise AssertionError(f"{resting.key}: told {told}, its block says {said}")
                 if told is not None:
                     standing.append((entry, told))
                     self.left_standing += 1

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queues.engine.model import ClusterQueue, Cohort, FlavorQuotas, Policy, Quota, ResourceGroup
-from queues.engine.quota import QuotaTree
+from queues.engine.quota import UNBOUNDED, QuotaTree
 from queues.engine.victim_search import usage_along, used_no_less
 
 FR = ("default", "cpu")
@@ -127,15 +127,19 @@ def test_within_nominal_follows_usage_through_adds_and_removes(
             assert node.within_nominal(set()) is True
 
 
+# A queue "a" and another in cohort "c", and what each holds.
+A_QUEUE_BESIDE_ANOTHER = {
+    "nominal": st.integers(0, 8),
+    "borrowing": st.none() | st.integers(0, 6),
+    "lending": st.none() | st.integers(0, 8),
+    "other": st.integers(0, 8),
+    "own": st.integers(0, 16),
+    "elsewhere": st.integers(0, 20),
+}
+
+
 @settings(max_examples=300, deadline=None)
-@given(
-    nominal=st.integers(0, 8),
-    borrowing=st.none() | st.integers(0, 6),
-    lending=st.none() | st.integers(0, 8),
-    other=st.integers(0, 8),
-    own=st.integers(0, 16),
-    elsewhere=st.integers(0, 20),
-)
+@given(**A_QUEUE_BESIDE_ANOTHER)
 def test_a_queues_room_stays_as_it_is_over_its_steady_range(
     nominal: int, borrowing: int | None, lending: int | None, other: int, own: int, elsewhere: int
 ) -> None:
@@ -162,6 +166,62 @@ def test_a_queues_room_stays_as_it_is_over_its_steady_range(
         if lo <= used <= hi:
             assert max(0, a.available(FR)) == room, (moved, used, steady)
         t.remove("b", {FR: moved})
+
+
+@settings(max_examples=300, deadline=None)
+@given(**A_QUEUE_BESIDE_ANOTHER, amount=st.integers(0, 24))
+def test_whether_a_request_fits_holds_over_its_range_and_changes_past_it(
+    nominal: int,
+    borrowing: int | None,
+    lending: int | None,
+    other: int,
+    own: int,
+    elsewhere: int,
+    amount: int,
+) -> None:
+    """Over the range of its cohort's usage ``fits_between`` gives, whether
+    ``amount`` fits in a queue's room (``available``, from 0 up) is what it
+    was when read, for every usage elsewhere in the cohort; just past a
+    bounded end it is not."""
+    t = tree(queue("a", "c", nominal, borrowing=borrowing, lending=lending), queue("b", "c", other))
+    a, cohort = t.queues["a"], t.cohorts["c"]
+    t.add("a", {FR: own})
+    t.add("b", {FR: elsewhere})
+    fits = amount <= max(0, a.available(FR))
+    lo, hi = a.cell(FR).fits_between(amount, fits)
+    assert lo <= cohort.usage.get(FR, 0) <= hi
+    t.remove("b", {FR: elsewhere})
+    for moved in range(0, 60):
+        t.add("b", {FR: moved})
+        used = cohort.usage.get(FR, 0)
+        now = amount <= max(0, a.available(FR))
+        if lo <= used <= hi:
+            assert now is fits, (moved, used, (lo, hi))
+        elif used in (lo - 1, hi + 1):
+            assert now is not fits, (moved, used, (lo, hi))
+        t.remove("b", {FR: moved})
+
+
+def test_a_request_that_cannot_fit_at_any_cohort_usage_has_no_ends() -> None:
+    t = tree(queue("a", "c", 4, borrowing=2), queue("b", "c", 10))
+    t.add("a", {FR: 6})  # all it may hold: 4 of its own and 2 borrowed
+    a = t.queues["a"].cell(FR)
+    unbounded = (-UNBOUNDED, UNBOUNDED)
+    assert a.fits_between(1, False) == unbounded  # its limit leaves it nothing
+    b = t.queues["b"].cell(FR)
+    assert b.fits_between(15, False) == unbounded  # more than the cohort holds
+    assert a.fits_between(0, True) == unbounded  # asks nothing
+    t.remove("a", {FR: 6})
+    assert a.fits_between(3, True) == (-UNBOUNDED, 11)  # 14 in the cohort, 3 left
+
+
+def test_whether_a_request_fits_is_worked_out_only_right_below_a_root() -> None:
+    t = tree(
+        queue("a", "team", 4),
+        cohorts=(Cohort("org"), Cohort("team", parent="org")),
+    )
+    with pytest.raises(ValueError, match="a: fits_between is for a node right below a root"):
+        t.queues["a"].cell(FR).fits_between(2, True)
 
 
 def test_a_queue_at_its_borrowing_limit_is_steady_whatever_its_cohort_uses() -> None:
