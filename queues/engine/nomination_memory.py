@@ -43,16 +43,30 @@ def _as_asked(witness: Witness | None) -> object:
     return version, tuple(read[:4] for read in reads), tuple(search[:4] for search in searches)
 
 
-# A head's answer holds while its root's usage of each flavor-resource it
-# read stays in its range (and its own queue is as it was): by
-# flavor-resource, the queue's cell it read, the root's, and the range, low
-# to high (Cell.fits_between).
-Ranges = dict[FlavorResource, tuple[Cell, Cell, int, int]]
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class RangedReading:
+    """What a head's answer over ranges (``StandingBlock``) read of one
+    flavor-resource: its queue's cell and the root's, the range of the
+    root's usage the answer holds over (``Cell.fits_between``, raised to
+    what its hopeless searches saw), and the room it was last told. Fields,
+    not a tuple in a dict: read for every such head at every change in its
+    tree."""
+
+    def __init__(
+        self, fr: FlavorResource, cell: Cell, above: Cell, low: int, high: int, room: int
+    ) -> None:
+        self.fr = fr
+        self.cell = cell
+        self.above = above
+        self.low = low
+        self.high = high
+        self.room = room
+
 
 # A head's answer over ranges (StandingBlock): its queue's version, its
-# ranges, the room it read by flavor-resource, and the queue order time its
-# hopeless victim searches were asked at (None: it asked none).
-RangedAnswer = tuple[int, Ranges, dict[FlavorResource, int], float | None]
+# readings, and the queue order time its hopeless victim searches were
+# asked at (None: it asked none).
+RangedAnswer = tuple[int, list[RangedReading], float | None]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -86,8 +100,7 @@ class StandingBlock:
         # queue's version then, its ranges, and the room it was last told
         # its requests found.
         self.ranged_versions: dict[str, int] = {}
-        self._ranges: dict[str, Ranges] = {}
-        self._figures: dict[str, dict[FlavorResource, int]] = {}
+        self._readings: dict[str, list[RangedReading]] = {}
         # Of those that asked hopeless victim searches: the queue order time
         # they were asked at (hopeless_as_used holds them to it).
         self.searching: dict[str, float] = {}
@@ -108,7 +121,7 @@ class StandingBlock:
         self.entries[name] = entry
         self.told[entry.workload.key] = told
         if ranged is not None:
-            self.ranged_versions[name], self._ranges[name], self._figures[name], ordered = ranged
+            self.ranged_versions[name], self._readings[name], ordered = ranged
             if ordered is not None:
                 self.searching[name] = ordered
 
@@ -122,8 +135,7 @@ class StandingBlock:
             del self.entries[name]
             del self.told[workload.key]
             if self.ranged_versions.pop(name, None) is not None:
-                del self._ranges[name]
-                del self._figures[name]
+                del self._readings[name]
                 self.searching.pop(name, None)
 
     def refigure(self) -> None:
@@ -133,15 +145,15 @@ class StandingBlock:
         if read, as a head asked again is (``Pending.worded``); the others
         lapsed, to be asked again."""
         refigured = self.refigured
-        for name, ranges in self._ranges.items():
-            last = self._figures[name]
+        for name, readings in self._readings.items():
             held = True
             moved = False
-            for fr, (cell, above, low, high) in ranges.items():
-                held = low <= above.used <= high
-                if not held:
+            for reading in readings:
+                used = reading.above.used
+                if used < reading.low or used > reading.high:
+                    held = False
                     break
-                if not moved and max(0, cell.available()) != last[fr]:
+                if not moved and max(0, reading.cell.available()) != reading.room:
                     moved = True
             if held and self.searching:
                 ordered = self.searching.get(name)
@@ -151,8 +163,10 @@ class StandingBlock:
                 continue
             if not moved:
                 continue
-            figures = {fr: max(0, read[0].available()) for fr, read in ranges.items()}
-            self._figures[name] = figures
+            figures: dict[FlavorResource, int] = {}
+            for reading in readings:
+                reading.room = max(0, reading.cell.available())
+                figures[reading.fr] = reading.room
             entry = self.entries[name]
             assignment = entry.assignment
             assert assignment is not None  # a ranged head's answer is its assignment's
@@ -326,18 +340,17 @@ class NominationMemory(SchedulerState):
             return None  # each asked again in full (Scheduler._still_without_victims)
         if self.queue_versions[entry.queue.name] != version:
             return None  # its own usage moved since: never told with the block
-        ranges: Ranges = {}
-        figures: dict[FlavorResource, int] = {}
+        readings: dict[FlavorResource, RangedReading] = {}
         for fr, value, available, _, _, cell in reads:
             # Which side as read: the cycle may have moved the root since.
             low, high = cell.fits_between(value, value <= available)
-            other = ranges.get(fr)
-            if other is not None:  # another request of the same flavor-resource
-                low, high = max(low, other[2]), min(high, other[3])
-            above = cell.parent
-            assert above is not None  # right below the root, as checked above
-            ranges[fr] = (cell, above, low, high)
-            figures[fr] = available
+            other = readings.get(fr)
+            if other is None:
+                above = cell.parent
+                assert above is not None  # right below the root, as checked above
+                readings[fr] = RangedReading(fr, cell, above, low, high, available)
+            else:  # another request of the same flavor-resource
+                other.low, other.high = max(low, other.low), min(high, other.high)
         ordered = None
         for _, usage, _, ordered_at, along in searches:
             # What its queue used then is what it uses (its version); the
@@ -347,12 +360,11 @@ class NominationMemory(SchedulerState):
                 return None
             ordered = ordered_at
             for i, fr in enumerate(usage):
-                read = ranges.get(fr)
-                if read is None:
+                reading = readings.get(fr)
+                if reading is None:
                     return None  # not one its quota checks read: not worked out
-                cell, above, low, high = read
-                ranges[fr] = (cell, above, max(low, along[width + i]), high)
-        return version, ranges, figures, ordered
+                reading.low = max(reading.low, along[width + i])
+        return version, list(readings.values()), ordered
 
     def _tell_kept(
         self, blocks: dict[str, StandingBlock | None], result: CycleResult
