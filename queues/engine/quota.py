@@ -68,6 +68,12 @@ class Cell:
     def local_available(self) -> int:
         return max(0, self.local - self.used)
 
+    def parent_limit(self) -> int:
+        """The most its borrowing limit lets it take from its parent, its
+        own usage as it is (what it lends, less what it already takes
+        beyond its local quota, plus the limit); for a limited node."""
+        return self.lendable - max(0, self.used - self.local) + self.limit
+
     def available(self) -> int:
         """What the node could still take (negative when over-admitted)."""
         used = self.used
@@ -76,6 +82,7 @@ class Cell:
             return self.subtree - used
         from_parent = parent.available()
         if self.limited:
+            # parent_limit(), written out: asked at every quota check.
             from_parent = min(from_parent, self.lendable - max(0, used - self.local) + self.limit)
         return max(0, self.local - used) + from_parent
 
@@ -84,12 +91,11 @@ class Cell:
         parent = self.parent
         if parent is None or parent.parent is not None:
             return None
-        used = self.used
         total = parent.subtree
         from_parent = total - parent.used
-        own = max(0, self.local - used)
+        own = self.local_available()
         if self.limited:
-            limit = self.lendable - max(0, used - self.local) + self.limit
+            limit = self.parent_limit()
             if own + limit <= 0:
                 return -UNBOUNDED, UNBOUNDED
             if from_parent >= limit:
@@ -114,9 +120,8 @@ class Cell:
             raise ValueError(f"{self.node.name}: fits_between is for a node right below a root")
         if amount <= 0 or amount > self.potential:
             return -UNBOUNDED, UNBOUNDED
-        used = self.used
-        wanted = amount - max(0, self.local - used)
-        if self.limited and self.lendable - max(0, used - self.local) + self.limit < wanted:
+        wanted = amount - self.local_available()
+        if self.limited and self.parent_limit() < wanted:
             return -UNBOUNDED, UNBOUNDED
         edge = parent.subtree - wanted  # the most the parent may use for it to fit
         return (-UNBOUNDED, edge) if fits else (edge + 1, UNBOUNDED)
