@@ -52,7 +52,9 @@ afresh per queue class against the
 answers reused and those reused with their figures read again (in one
 process: where most of the time goes), the StrictFIFO heads left standing in
 their queues (told again, not popped), the victim searches that ended as
-hopeless without walking their candidates, the reused answers whose hopeless
+hopeless without walking their candidates and those that found their victims
+in first steps read in order without gathering every candidate
+(``queues.engine.first_candidates``), the reused answers whose hopeless
 searches were asked again and how many of those were known to hold from
 the tree's usage alone (``preemption.hopeless_as_used``), resident memory
 after each phase and at its peak (``ru_maxrss``), and per queue class the
@@ -285,7 +287,9 @@ def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
         f"with their tree's block (not asked) {scheduler.told_with_block:,}, "
         f"{scheduler.told_over_ranges:,} of them once quota had moved there "
         f"({scheduler.searches_told_over_ranges:,} with hopeless victim searches); "
-        f"victim searches ended as hopeless {scheduler.hopeless:,}; reused answers' hopeless "
+        f"victim searches ended as hopeless {scheduler.hopeless:,}, that found their "
+        f"victims in first steps read in order {scheduler.found_in_order:,}; "
+        f"reused answers' hopeless "
         f"searches asked again {scheduler.hopeless_asked_again:,}, known to hold from usage "
         f"alone {scheduler.hopeless_as_used:,}"
     )

@@ -61,7 +61,11 @@ TARGETS = (
     Target(
         "preemption",
         "engine: who may be preempted, in what order, how many (classic preemption)",
-        ("queues.engine.preemption.*", "queues.engine.victim_search.*"),
+        (
+            "queues.engine.preemption.*",
+            "queues.engine.victim_search.*",
+            "queues.engine.first_candidates.*",
+        ),
     ),
     Target(
         "plan",

@@ -73,6 +73,7 @@ MODULES = (
     "fair_order",
     "fair_preemption",
     "fairshare",
+    "first_candidates",
     "gang_fit",
     "groups",
     "messages",

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from mypy_extensions import mypyc_attr
 
-from queues.engine.fair_preemption import FairSharingSearch
+from queues.engine.first_candidates import FIRST_STEPS, FirstCandidates
 from queues.engine.model import (
     BorrowWithinCohort,
     ClusterQueue,
@@ -86,17 +86,12 @@ def hopeless_as_used(node: Node, preemptor: Workload, read: HopelessRead) -> boo
     return used_no_less(node, read[1], read[4])
 
 
-# How many candidates a classic search's first walk looks at before the
-# search asks whether any walk could succeed: of the walks that succeed in a
-# busy month, nine in ten take their last victim among the first three.
-FIRST_STEPS = 4
-
-
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class Preemptor(FairSharingSearch):
+class Preemptor(FirstCandidates):
     """Finds victims against the scheduler's current usage: the classic search
-    here, fair sharing's in ``FairSharingSearch``, the shared steps and the
-    arguments in ``VictimSearch``."""
+    here, its first steps read in order in ``FirstCandidates``, fair sharing's
+    in ``FairSharingSearch``, the shared steps and the arguments in
+    ``VictimSearch``."""
 
     def protection(
         self,
@@ -154,7 +149,6 @@ class Preemptor(FairSharingSearch):
     ) -> list[Target]:
         node = self.tree.queues[queue.name]
         policy = queue.preemption
-        reclaim = policy.reclaim_within_cohort.value
         same = self._same_queue_candidates(preemptor, queue, contested)
         if self.stop_at_borrowing_limit and self._beyond_borrowing_limit(node, usage, same):
             return []
@@ -165,39 +159,41 @@ class Preemptor(FairSharingSearch):
             self.hopeless_reads.append(read)
             return []
         self.looked_past_queue = True
-        hierarchy: list[Candidate] = []
-        by_priority: list[Candidate] = []
+        sources: list[tuple[Node, Node, bool]] = []
         if (
             node.parent is not None
             and policy.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
         ):
-            advantaged, remaining = self._fit_in_quota(node, usage)
-            previous: Node = node
-            for ancestor in node.ancestors():
-                for other in self._borrowing_queues(ancestor, skip=previous, contested=contested):
-                    if other is node:
-                        continue
-                    for workload in self._using(other.name, preemptor, contested):
-                        if not self._satisfies(reclaim, preemptor, workload):
-                            continue
-                        variant = self._variant(advantaged, preemptor, workload, queue)
-                        candidate = Candidate(workload, other, variant, ancestor)
-                        (hierarchy if advantaged else by_priority).append(candidate)
-                fits, remaining = self._fit_in_quota(ancestor, remaining)
-                advantaged = advantaged or fits
-                previous = ancestor
+            sources = self._cohort_sources(node, usage, contested)
+        # The first walk's first steps read in order without gathering every
+        # candidate (first_candidates), where what each queue holds shows where
+        # its candidates start.
+        first = self.first_in_order(preemptor, queue, sources, same, contested)
+        if first is not None:
+            prefix, has_hierarchy, has_by_priority = first
+            borrowing = self._attempts(
+                policy.borrow_within_cohort, has_hierarchy, has_by_priority, node, contested
+            )[0]
+            found = self._greedy(prefix, node, usage, contested, borrowing, FIRST_STEPS)
+            if found:
+                self.found_in_first_steps += 1
+                self.found_in_order += 1
+                return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
+        hierarchy, by_priority = self._gathered(preemptor, queue, sources, contested)
         attempts = self._attempts(
-            policy.borrow_within_cohort, hierarchy, by_priority, node, contested
+            policy.borrow_within_cohort, bool(hierarchy), bool(by_priority), node, contested
         )
         ordered = self._ordered([hierarchy, by_priority, same])
         # The first walk's first steps, before asking whether any walk could
         # succeed: most walks that do stop within them, and that question
         # goes through every candidate. A walk is its prefixes, so one that
         # stops there is the whole first walk, which nothing asked before it.
-        found = self._greedy(ordered, node, usage, contested, attempts[0], FIRST_STEPS)
-        if found:
-            self.found_in_first_steps += 1
-            return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
+        # Already walked when read in order above.
+        if first is None:
+            found = self._greedy(ordered, node, usage, contested, attempts[0], FIRST_STEPS)
+            if found:
+                self.found_in_first_steps += 1
+                return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
         if self.stop_when_hopeless and not any(
             self._could_fit(node, usage, contested, ordered, allowed) for allowed in attempts
         ):
@@ -210,6 +206,46 @@ class Preemptor(FairSharingSearch):
             if found:
                 return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
         return []
+
+    def _gathered(
+        self,
+        preemptor: Workload,
+        queue: ClusterQueue,
+        sources: list[tuple[Node, Node, bool]],
+        contested: set[FlavorResource],
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        """Every candidate of ``sources`` (``_cohort_sources``), those that
+        reclaim hierarchically and those that reclaim by priority, unordered."""
+        reclaim = queue.preemption.reclaim_within_cohort.value
+        hierarchy: list[Candidate] = []
+        by_priority: list[Candidate] = []
+        for other, ancestor, advantaged in sources:
+            for workload in self._using(other.name, preemptor, contested):
+                if not self._satisfies(reclaim, preemptor, workload):
+                    continue
+                variant = self._variant(advantaged, preemptor, workload, queue)
+                candidate = Candidate(workload, other, variant, ancestor)
+                (hierarchy if advantaged else by_priority).append(candidate)
+        return hierarchy, by_priority
+
+    def _cohort_sources(
+        self, node: Node, usage: Mapping[FlavorResource, int], contested: set[FlavorResource]
+    ) -> list[tuple[Node, Node, bool]]:
+        """The queues of the cohort whose workloads may be candidates, walking
+        up the tree: each with the cohort it is gathered at and whether the
+        request fits the quota below that level (its candidates then reclaim
+        hierarchically)."""
+        sources: list[tuple[Node, Node, bool]] = []
+        advantaged, remaining = self._fit_in_quota(node, usage)
+        previous: Node = node
+        for ancestor in node.ancestors():
+            for other in self._borrowing_queues(ancestor, skip=previous, contested=contested):
+                if other is not node:
+                    sources.append((other, ancestor, advantaged))
+            fits, remaining = self._fit_in_quota(ancestor, remaining)
+            advantaged = advantaged or fits
+            previous = ancestor
+        return sources
 
     def still_without_victims(
         self,
@@ -410,65 +446,19 @@ class Preemptor(FairSharingSearch):
         return fits, remaining
 
     @staticmethod
-    def _variant(
-        advantaged: bool, preemptor: Workload, candidate: Workload, queue: ClusterQueue
-    ) -> Variant:
-        if advantaged:
-            return Variant.HIERARCHICAL_RECLAIM
-        borrow = queue.preemption
-        if borrow.borrow_within_cohort is BorrowWithinCohort.NEVER:
-            return Variant.RECLAIM_WITHOUT_BORROWING
-        if candidate.priority >= preemptor.priority:
-            return Variant.RECLAIM_WITHOUT_BORROWING
-        threshold = borrow.max_priority_threshold
-        if threshold is not None and candidate.priority > threshold:
-            return Variant.RECLAIM_WITHOUT_BORROWING
-        return Variant.RECLAIM_WHILE_BORROWING
-
-    def _ordered(self, lists: list[list[Candidate]]) -> list[Candidate]:
-        """Each list in ``_order_key``'s order, those being evicted of every
-        list first. Within one list every candidate is in the preemptor's
-        queue or none is (``_classic``'s lists), so the order is lowest
-        priority, then latest admitted, then key: sorted as plain tuples built
-        in a loop (the position breaks no tie, keys being unique), not with a
-        key function called for each (a quarter of a busy cohort's search
-        time went to that sort)."""
-        evicting: list[Candidate] = []
-        rest: list[Candidate] = []
-        now = self.now
-        for candidates in lists:
-            first: list[tuple[int, float, str, int]] = []
-            then: list[tuple[int, float, str, int]] = []
-            for index, candidate in enumerate(candidates):
-                workload = candidate.workload
-                admitted = workload.admitted_at
-                keyed = (
-                    workload.priority,
-                    -(admitted if admitted is not None else now),
-                    workload.key,
-                    index,
-                )
-                (first if workload.evicting else then).append(keyed)
-            first.sort()
-            then.sort()
-            evicting.extend([candidates[keyed[3]] for keyed in first])
-            rest.extend([candidates[keyed[3]] for keyed in then])
-        return evicting + rest
-
-    @staticmethod
     def _attempts(
         borrow: BorrowWithinCohort,
-        hierarchy: list[Candidate],
-        by_priority: list[Candidate],
+        has_hierarchy: bool,
+        has_by_priority: bool,
         node: Node,
         contested: set[FlavorResource],
     ) -> list[bool]:
         forbidden = borrow is BorrowWithinCohort.NEVER
-        no_other = not hierarchy and not by_priority
+        no_other = not has_hierarchy and not has_by_priority
         under_nominal = all(node.usage.get(fr, 0) < node.nominal(fr) for fr in contested)
         if no_other or (forbidden and not under_nominal):
             return [True]
-        if forbidden and not hierarchy:
+        if forbidden and not has_hierarchy:
             return [False, True]
         return [True, False]
 

@@ -77,6 +77,13 @@ class Scheduler(NominationMemory):
         # False: victim searches never stop early at the borrowing limit
         # (Preemptor._beyond_borrowing_limit; what that shortcut is checked against).
         self.stop_at_borrowing_limit = True
+        # False: victim searches sort every candidate before their first steps,
+        # never reading the first few in order from the newest held
+        # (FirstCandidates.first_held; what that shortcut is checked against).
+        self.first_held_in_order = True
+        # Classic searches whose first steps were read that way and found
+        # their victims (the others are then gathered and sorted in full).
+        self.found_in_order = 0
         # Victim searches that shortcut ended without a walk (every search the
         # scheduler ran: explanations and check_reuse's included; not a reused
         # answer's searches asked again by still_without_victims).
@@ -103,6 +110,9 @@ class Scheduler(NominationMemory):
         preemptor.stop_at_borrowing_limit = self.stop_at_borrowing_limit
         preemptor.stop_when_hopeless = self.stop_when_hopeless
         preemptor.reserved_priorities = self.reserved_priorities
+        if self.first_held_in_order:
+            preemptor.held_in_order = self.held_in_order
+            preemptor.evicting_held = self.evicting_held
         return preemptor
 
     def assign(self, workload: Workload, exclude: set[str] | None = None) -> Assignment:
@@ -142,6 +152,7 @@ class Scheduler(NominationMemory):
         assigner = FlavorAssigner(self.policy, queue, node, oracle, self.placer)
         assignment = assigner.assign(workload)
         self.hopeless += preemptor.hopeless
+        self.found_in_order += preemptor.found_in_order
         if preemptor.looked_past_queue or self.placer is not None:
             return assignment, None
         return assignment, (
@@ -300,6 +311,7 @@ class Scheduler(NominationMemory):
                 preemptor = self.preemptor_for(set())
                 searched = preemptor.targets(workload, queue, assignment.contested, requests)
                 self.hopeless += preemptor.hopeless
+                self.found_in_order += preemptor.found_in_order
                 if preemptor.looked_past_queue:
                     witness = None
                 elif witness is not None and preemptor.hopeless_reads:
@@ -338,6 +350,7 @@ class Scheduler(NominationMemory):
             preemptor = self.preemptor_for(set())
             targets = preemptor.targets(smaller, queue, assignment.contested, requests)
             self.hopeless += preemptor.hopeless
+            self.found_in_order += preemptor.found_in_order
             if targets:
                 return assignment, targets
         return None
@@ -528,6 +541,7 @@ class Scheduler(NominationMemory):
             # Its job is stopping: it keeps its quota until release() (Kueue frees
             # it when the pods have gone).
             victim.evicting = True
+            self.evicting_held[victim.cluster_queue][victim.key] = victim
             self.changed_tree(victim.cluster_queue)
             victim.evictions += 1
         else:

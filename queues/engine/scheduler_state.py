@@ -65,6 +65,17 @@ class SchedulerState:
         self.reserved_priorities: dict[str, dict[int, int]] = {
             name: {} for name in policy.cluster_queues
         }
+        # Per ClusterQueue, whether ``reserved`` holds its workloads in the
+        # order of their admission times (each held stamped, at or after the
+        # one before it), and those of them being evicted: a victim search
+        # then reads its first candidates from the newest end
+        # (FirstCandidates.first_held) and the few evicting, rather than
+        # sorting them all. A queue that empties is in order again.
+        self.held_in_order: dict[str, bool] = dict.fromkeys(policy.cluster_queues, True)
+        self._latest_held: dict[str, float] = {}
+        self.evicting_held: dict[str, dict[str, Workload]] = {
+            name: {} for name in policy.cluster_queues
+        }
         self.usage_of: dict[str, dict[FlavorResource, int]] = {}
         fairness = policy.admission_fair_sharing
         self.ledger = UsageLedger(fairness, now) if fairness is not None else None
@@ -201,10 +212,20 @@ class SchedulerState:
             self.unstamped.add(workload.key)
         usage = workload.usage()
         self.usage_of[workload.key] = usage
-        held = self.reserved[workload.cluster_queue]
+        name = workload.cluster_queue
+        held = self.reserved[name]
         if workload.key not in held:
-            counts = self.reserved_priorities[workload.cluster_queue]
+            counts = self.reserved_priorities[name]
             counts[workload.priority] = counts.get(workload.priority, 0) + 1
+            at = workload.admitted_at
+            if at is None or at < self._latest_held.get(name, at):
+                self.held_in_order[name] = False
+            else:
+                self._latest_held[name] = at
+            if workload.evicting:
+                self.evicting_held[name][workload.key] = workload
+        else:
+            self.held_in_order[name] = False  # its place in the order may be wrong
         held[workload.key] = workload
         self.tree.add(workload.cluster_queue, usage)
         self.status.pop(workload.key, None)
@@ -221,14 +242,20 @@ class SchedulerState:
         self._unpark_requests |= affected
         self.unstamped.discard(workload.key)
         usage = self.usage_of.pop(workload.key, {})
-        held = self.reserved[workload.cluster_queue].pop(workload.key, None)
+        name = workload.cluster_queue
+        holding = self.reserved[name]
+        held = holding.pop(workload.key, None)
         if held is not None:
-            counts = self.reserved_priorities[workload.cluster_queue]
+            counts = self.reserved_priorities[name]
             left = counts[held.priority] - 1
             if left:
                 counts[held.priority] = left
             else:
                 del counts[held.priority]
+            self.evicting_held[name].pop(workload.key, None)
+            if not holding:
+                self.held_in_order[name] = True
+                self._latest_held.pop(name, None)
         self.tree.remove(workload.cluster_queue, usage)
         if self.placer is not None:
             self.placer.release(workload.key)
