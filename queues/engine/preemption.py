@@ -178,7 +178,7 @@ class Preemptor(FirstCandidates):
             if found:
                 self.found_in_first_steps += 1
                 self.found_in_order += 1
-                return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
+                return _targets(found)
         hierarchy, by_priority = self._gathered(preemptor, queue, sources, contested)
         attempts = self._attempts(
             policy.borrow_within_cohort, bool(hierarchy), bool(by_priority), node, contested
@@ -193,7 +193,7 @@ class Preemptor(FirstCandidates):
             found = self._greedy(ordered, node, usage, contested, attempts[0], FIRST_STEPS)
             if found:
                 self.found_in_first_steps += 1
-                return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
+                return _targets(found)
         if self.stop_when_hopeless and not any(
             self._could_fit(node, usage, contested, ordered, allowed) for allowed in attempts
         ):
@@ -204,7 +204,7 @@ class Preemptor(FirstCandidates):
                 continue  # walked whole above
             found = self._greedy(ordered, node, usage, contested, allow_borrowing)
             if found:
-                return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in found]
+                return _targets(found)
         return []
 
     def _gathered(
@@ -508,3 +508,8 @@ class Preemptor(FirstCandidates):
         finally:
             for candidate in removed:
                 self._restore(candidate)
+
+
+def _targets(victims: list[Candidate]) -> list[Target]:
+    """The victims a walk took, with the reason each is preempted for."""
+    return [Target(c.workload, _VARIANT_REASON[c.variant]) for c in victims]
