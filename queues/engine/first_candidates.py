@@ -18,6 +18,8 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from mypy_extensions import mypyc_attr
 
 from queues.engine.fair_preemption import FairSharingSearch
@@ -120,9 +122,11 @@ class FirstCandidates(FairSharingSearch):
         search's first steps are in one or two of them."""
         in_order = self.held_in_order
         priorities = self.reserved_priorities
-        if in_order is None or priorities is None:
+        evicting = self.evicting_held
+        if in_order is None or priorities is None or evicting is None:
             return None
         reserved = self.reserved
+        cluster_queues = self.policy.cluster_queues
         now = self.now
         bounds: list[Bound] = []
         for other, ancestor, advantaged in sources:
@@ -130,8 +134,8 @@ class FirstCandidates(FairSharingSearch):
                 continue
             name = other.name
             held = reserved.get(name)
-            if not held:
-                continue
+            if not held or cluster_queues[name].stop_policy is not StopPolicy.NONE:
+                continue  # no candidates there
             held_at = priorities[name]
             if not in_order[name] or len(held_at) != 1:
                 return None
@@ -145,7 +149,10 @@ class FirstCandidates(FairSharingSearch):
         for bound, other, ancestor in bounds:
             if len(ranked) >= count and bound > ranked[count - 1][0]:
                 break
-            first = self.first_held(other.name, preemptor, contested, rule, count)
+            name = other.name
+            first = self.first_held(
+                reserved[name], bound[0], evicting[name], preemptor, contested, rule, count
+            )
             if first is None:
                 return None
             if first:
@@ -155,35 +162,24 @@ class FirstCandidates(FairSharingSearch):
 
     def first_held(
         self,
-        queue: str,
+        held: dict[str, Workload],
+        priority: int,
+        leaving: Mapping[str, Workload],
         preemptor: Workload,
         contested: set[FlavorResource],
         rule: str,
         need: int,
     ) -> list[Workload] | None:
         """At least the first ``need`` (all, if fewer) of ``_using``'s
-        workloads in ``queue`` that are not being evicted and that ``rule``
-        lets ``preemptor`` take, the latest admitted first, read from the
-        newest end of ``reserved``: with every other admitted when the last
-        one was, as ``_ordered`` orders those by key (the caller ranks them).
-        None: that end is not known to be where the order starts (the queue
-        was not held in admission order, or holds more than one priority)."""
-        in_order = self.held_in_order
-        evicting = self.evicting_held
-        priorities = self.reserved_priorities
-        if in_order is None or evicting is None or priorities is None:
-            return None
-        if self.policy.cluster_queues[queue].stop_policy is not StopPolicy.NONE:
-            return []
-        held = self.reserved.get(queue)
-        if not held:
-            return []
-        held_at = priorities[queue]
-        if not in_order[queue] or len(held_at) != 1:
-            return None
-        if rule == "LowerPriority" and next(iter(held_at)) >= preemptor.priority:
+        workloads in a queue that holds ``held`` in admission order, all at
+        ``priority``, that are not being evicted (``leaving``) and that
+        ``rule`` lets ``preemptor`` take, the latest admitted first, read
+        from the newest end: with every other admitted when the last one
+        was, as ``_ordered`` orders those by key (the caller ranks them).
+        None: some holder is marked evicting where ``leaving`` did not see
+        it, so the order is not known."""
+        if rule == "LowerPriority" and priority >= preemptor.priority:
             return []  # one priority held, none of it lower
-        leaving = evicting[queue]
         skip = preemptor.key
         exclude = self.exclude
         usage_of = self.usage_of

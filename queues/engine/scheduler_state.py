@@ -72,7 +72,6 @@ class SchedulerState:
         # (FirstCandidates.first_held) and the few evicting, rather than
         # sorting them all. A queue that empties is in order again.
         self.held_in_order: dict[str, bool] = dict.fromkeys(policy.cluster_queues, True)
-        self._latest_held: dict[str, float] = {}
         self.evicting_held: dict[str, dict[str, Workload]] = {
             name: {} for name in policy.cluster_queues
         }
@@ -217,11 +216,12 @@ class SchedulerState:
         if workload.key not in held:
             counts = self.reserved_priorities[name]
             counts[workload.priority] = counts.get(workload.priority, 0) + 1
-            at = workload.admitted_at
-            if at is None or at < self._latest_held.get(name, at):
-                self.held_in_order[name] = False
-            else:
-                self._latest_held[name] = at
+            if self.held_in_order[name]:
+                # In order, the newest held is the last one held.
+                at = workload.admitted_at
+                newest = next(reversed(held.values())).admitted_at if held else at
+                if at is None or newest is None or at < newest:
+                    self.held_in_order[name] = False
             if workload.evicting:
                 self.evicting_held[name][workload.key] = workload
         else:
@@ -255,7 +255,6 @@ class SchedulerState:
             self.evicting_held[name].pop(workload.key, None)
             if not holding:
                 self.held_in_order[name] = True
-                self._latest_held.pop(name, None)
         self.tree.remove(workload.cluster_queue, usage)
         if self.placer is not None:
             self.placer.release(workload.key)
