@@ -49,8 +49,9 @@ admissions per second, the cycles by what they showed (changed something;
 changed nothing but told a head something new; told every head as before,
 the last of each event time: ``Settler``'s counts), the heads nominated
 afresh per queue class against the
-answers reused and those reused with their figures read again (in one
-process: where most of the time goes), the StrictFIFO heads left standing in
+answers reused, those reused with their figures read again and those read
+again once their own queue's usage had moved (in one process: where most of
+the time goes), the StrictFIFO heads left standing in
 their queues (told again, not popped), the victim searches that ended as
 hopeless without walking their candidates and those that found their victims
 in first steps read in order without gathering every candidate
@@ -267,7 +268,8 @@ def cycle_figures(settler: Settler) -> str:
 def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     """Where a replay's time mostly goes: the heads nominated afresh, per
     queue class, against the answers reused (as they were, or with their
-    figures read again), the StrictFIFO heads left standing (and of them,
+    figures read again, and of them those read again once their own queue's
+    usage had moved), the StrictFIFO heads left standing (and of them,
     those told with their tree's block); and the victim
     searches that ended without walking
     their candidates, no walk able to free enough."""
@@ -282,7 +284,9 @@ def nomination_figures(scheduler: Scheduler, result: SimulationResult) -> str:
     )
     return (
         f"nominations {total:,} ({per_class}); answers reused {scheduler.reused:,}, "
-        f"reused with their figures read again {scheduler.refreshed:,}; "
+        f"reused with their figures read again {scheduler.refreshed:,}, "
+        f"read again once their own queue's usage had moved "
+        f"{scheduler.read_after_own_usage_moved:,}; "
         f"StrictFIFO heads left standing (not popped) {scheduler.left_standing:,}, told "
         f"with their tree's block (not asked) {scheduler.told_with_block:,}, "
         f"{scheduler.told_over_ranges:,} of them once quota had moved there "

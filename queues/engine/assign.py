@@ -360,7 +360,7 @@ class FlavorAssigner:
         # the flavor-resource, the amount asked, what was available and (unless
         # it could never fit) the borrowing level. The rest it reads is static,
         # but for the oracle's victim searches (the scheduler's witness holds
-        # what those read: nomination_memory.Witness).
+        # what those read: witness.Witness).
         self.reads: list[Read] = []
         self.group_of: dict[str, ResourceGroup] = {
             resource: group

@@ -93,6 +93,7 @@ MODULES = (
     "topology",
     "usage_meter",
     "victim_search",
+    "witness",
 )
 
 

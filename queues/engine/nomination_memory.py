@@ -17,30 +17,12 @@ from collections.abc import Iterable
 
 from mypy_extensions import mypyc_attr
 
-from queues.engine.assign import Read
 from queues.engine.model import ClusterQueue, FlavorResource, Policy, Workload
 from queues.engine.outcomes import CycleResult, Entry, Pending
 from queues.engine.quota import Cell
 from queues.engine.scheduler_state import SchedulerState
 from queues.engine.victim_search import HopelessRead
-
-# What a nomination read, when that was only its own ClusterQueue (its version
-# in SchedulerState.queue_versions), its quota checks' readings, and victim
-# searches that found none at once (at the queue's borrowing limit, which its
-# version covers, or as hopeless, in HopelessRead). Its answer then depends on
-# the readings only through which requests fit at what borrowing level: every
-# victim search it asked came back empty (see assign.refreshed).
-Witness = tuple[int, tuple[Read, ...], tuple[HopelessRead, ...]]
-
-
-def _as_asked(witness: Witness | None) -> object:
-    """What a witness says was asked and answered, without the usage its
-    victim searches saw (``HopelessRead``'s last part): a snapshot of the
-    tree, which a reused answer keeps from when it was first asked."""
-    if witness is None:
-        return None
-    version, reads, searches = witness
-    return version, tuple(read[:4] for read in reads), tuple(search[:4] for search in searches)
+from queues.engine.witness import Witness, as_asked, quota_only, witness_now
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -209,6 +191,9 @@ class NominationMemory(SchedulerState):
         self.reused = 0
         # Answers given again with only their figures read anew (assign.refreshed).
         self.refreshed = 0
+        # Answers given again, with their figures or not, once their own
+        # queue's usage had moved (_read_again).
+        self.read_after_own_usage_moved = 0
         # StrictFIFO heads told they stay pending where they were, not popped (_standing).
         self.left_standing = 0
         # Per cohort tree, the heads its cycles left standing (StandingBlock),
@@ -475,27 +460,17 @@ class NominationMemory(SchedulerState):
                     self._check_reused(known[1], known[2], workload, queue)
                 return known[1]
             witness = known[2]
-            again = None if witness is None else self._read_again(workload, queue, witness)
+            entry = known[1]
+            again = None if witness is None else self._read_again(entry, witness)
             if witness is not None and again is not None:
-                entry = known[1]
-                moved, searches = again
-                if searches is not witness[2]:
-                    witness = (witness[0], witness[1], searches)
+                moved, searches, own = again
+                if moved or own != witness[0] or searches is not witness[2]:
+                    witness = witness_now(witness, moved, searches, own)
                 if moved:
                     # Worded when read (Pending.worded): a head told it
                     # stays pending is mostly never read.
                     figures = {**entry.figures, **moved} if entry.figures else moved
                     entry = Entry(workload, queue, entry.assignment, figures=figures)
-                    # What it read now: a later reading is compared with these.
-                    # A range is worked out again only where the room moved:
-                    # one that did not is where it was, or was not known.
-                    reads = tuple(
-                        (fr, v, was, level, steady, cell)
-                        if fr not in moved
-                        else (fr, v, moved[fr], level, cell.steady_between(), cell)
-                        for fr, v, was, level, steady, cell in witness[1]
-                    )
-                    witness = (witness[0], reads, witness[2])
                     self.refreshed += 1
                 else:
                     self.reused += 1
@@ -531,37 +506,52 @@ class NominationMemory(SchedulerState):
         given = (entry.assignment, entry.targets, entry.pending)
         if given != (fresh.assignment, fresh.targets, fresh.pending):
             raise AssertionError(f"{workload.key}: reused {given}, afresh {fresh}")
-        if witness is not None and _as_asked(witness) != _as_asked(read):
+        if witness is not None and as_asked(witness) != as_asked(read):
             raise AssertionError(f"{workload.key}: reused having read {witness}, afresh {read}")
 
     def _read_again(
-        self, workload: Workload, queue: ClusterQueue, witness: Witness
-    ) -> tuple[dict[FlavorResource, int], tuple[HopelessRead, ...]] | None:
+        self, entry: Entry, witness: Witness
+    ) -> tuple[dict[FlavorResource, int], tuple[HopelessRead, ...], int] | None:
         """Whether a nomination that read only ``witness`` would give the same
         answer now; None if it might not. The same answer, whatever else
         changed in its tree (a StrictFIFO gang whose queue borrows up to its
-        limit, asked again at every change in a busy cohort), when its queue is
-        unchanged, every quota check finds the same room at the same
-        borrowing level and every victim search it asked still finds none at
-        once: then {}. When only the room differs, but each request still fits
-        or not as it did, the answer is the same but for its figures: then the
-        available figures that changed, by flavor-resource (assign.refreshed
-        words the answer with them). With them, its victim searches as they
-        stand now (``_still_without_victims``)."""
+        limit, asked again at every change in a busy cohort), when every
+        quota check finds the same room at the same borrowing level and every
+        victim search it asked still finds none at once: then {}. When only
+        the room differs, but each request still fits or not as it did, the
+        answer is the same but for its figures: then the available figures
+        that changed, by flavor-resource (assign.refreshed words the answer
+        with them). With them, its victim searches as they stand now
+        (``_still_without_victims``), and its queue's version now.
+
+        Once its own queue's usage moved (its version), only an answer that
+        asked no victim search (``quota_only``) is read again, each check in
+        full: a search that stopped at the queue's borrowing limit left no
+        trace in the witness, and its own candidates may have changed. Its
+        queue's BestEffortFIFO heads, parked when one of its own finished,
+        are asked again at the next unparking, most of them only to park."""
         version, reads, searches = witness
-        if self.queue_versions[queue.name] != version:
+        workload, queue = entry.workload, entry.queue
+        own = self.queue_versions[queue.name]
+        own_moved = own != version
+        if own_moved and not quota_only(entry):
             return None
         node = self.tree.queues[queue.name]
         parent = node.parent
         # Below a root (or as one) a queue's borrowing level reads only its own
         # usage, which its version covers: the same level, not worked out again.
-        levels_hold = parent is None or parent.parent is None
+        levels_hold = not own_moved and (parent is None or parent.parent is None)
         figures: dict[FlavorResource, int] = {}
         for fr, value, available, level, steady, cell in reads:
             above = cell.parent
             # Its own usage as it was (its version), and the parent's where
             # the room does not move: available as it was.
-            if steady is not None and above is not None and steady[0] <= above.used <= steady[1]:
+            if (
+                not own_moved
+                and steady is not None
+                and above is not None
+                and steady[0] <= above.used <= steady[1]
+            ):
                 continue
             now = max(0, cell.available())
             if now != available:
@@ -575,4 +565,6 @@ class NominationMemory(SchedulerState):
             if standing is None:
                 return None
             searches = standing
-        return figures, searches
+        if own_moved:
+            self.read_after_own_usage_moved += 1
+        return figures, searches, own

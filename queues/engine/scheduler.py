@@ -37,16 +37,12 @@ from queues.engine.model import (
     ReclaimWithinCohort,
     Workload,
 )
-from queues.engine.nomination_memory import (
-    HopelessRead,
-    NominationMemory,
-    StandingBlock,
-    Witness,
-)
+from queues.engine.nomination_memory import HopelessRead, NominationMemory, StandingBlock
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
 from queues.engine.placement import fits_on_nodes
 from queues.engine.preemption import Preemptor, hopeless_as_used
 from queues.engine.victim_search import REASON_TEXT, Target, usage_along
+from queues.engine.witness import Witness
 
 # How severe a reason a flavor could not be used is (_no_fit_reason).
 _SEVERITY = {"WaitingForQuota": 0, "ExceedsMaxQuota": 1, "NoMatchingFlavor": 2}

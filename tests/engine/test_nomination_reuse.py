@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,6 +41,12 @@ def simulator_for(policy: Policy, workloads: list[Workload], eviction: float) ->
     )
 
 
+# How many reused answers each replay read again once their own queue's
+# usage had moved (NominationMemory._read_again): the drawn replays must
+# reach that path for their equality to say anything of it.
+READ_AFTER_OWN_USAGE_MOVED: list[int] = []
+
+
 def replay(
     policy: Policy, workloads: list[Workload], eviction: float, reuse: bool, check: bool = True
 ) -> Any:
@@ -56,6 +63,8 @@ def replay(
         sorted((key, p.reason, p.message) for key, p in cycle.evaluated.items())
     )
     result = simulator.run()
+    if reuse:
+        READ_AFTER_OWN_USAGE_MOVED.append(simulator.scheduler.read_after_own_usage_moved)
     records = {
         key: (r.first_admitted, r.finished, r.preemptions, r.preemptions_by_reason, r.lost_seconds)
         for key, r in result.records.items()
@@ -74,6 +83,14 @@ def test_reusing_nominations_changes_no_replay(case: tuple[Policy, list[Workload
     fresh = replay(policy, workloads, eviction, reuse=False)
     assert replay(policy, workloads, eviction, reuse=True) == fresh
     assert replay(policy, workloads, eviction, reuse=True, check=False) == fresh
+
+
+def test_the_drawn_replays_read_answers_again_after_their_own_usage_moved() -> None:
+    if not READ_AFTER_OWN_USAGE_MOVED:
+        test_reusing_nominations_changes_no_replay()
+    replays = [count for count in READ_AFTER_OWN_USAGE_MOVED if count]
+    assert len(replays) >= 50, READ_AFTER_OWN_USAGE_MOVED
+    assert sum(replays) >= 300
 
 
 GPU = "nvidia.com/gpu"
@@ -319,3 +336,62 @@ def test_a_head_below_a_cohort_that_stopped_borrowing_is_asked_again() -> None:
         modes.append([c.mode for c in entry.assignment.pod_sets[0].checks])
     assert reusing.nominated["q"] == 2  # asked again once the level moved
     assert modes[0] == modes[1] == [Mode.NO_CANDIDATES]
+
+
+@pytest.mark.parametrize(
+    ("mine", "read_again", "gpus_borrowed"),
+    [(1, True, [0, 0]), (3, False, [1, 0])],
+    ids=["levels-as-they-were", "gpus-no-longer-borrowed"],
+)
+def test_a_head_whose_own_queue_moved_is_read_again_with_its_levels(
+    mine: int, read_again: bool, gpus_borrowed: list[int]
+) -> None:
+    # The gang asks 2 GPUs (q has 4) and 30 cores (q has 10, the cohort 15
+    # free): no fit, and no victims to ask for. "mine", in q, ends: q's own
+    # usage moved, and the gang's cores still fall short by as much. Holding
+    # 1 GPU, it left the gang's GPUs within q's quota: read again, not
+    # nominated afresh. Holding 3, it made them borrowed, and no longer once
+    # ended: a borrowing level moved, so it is asked afresh. Either way its
+    # answer is what asking afresh says.
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [cohort_queue("q", 4, cores=10), cohort_queue("other", 4, cores=100)],
+            "workloads": [
+                cohort_job("o1", "other", 0, 0, cores=95),
+                cohort_job("mine", "q", mine, 0),
+                cohort_job("gang", "q", 2, 1, cores=30),
+            ],
+        }
+    )
+    by_name = {w.name: w for w in scenario.workloads}
+    reusing, fresh = Scheduler(scenario.policy), Scheduler(scenario.policy)
+    fresh.reuse_nominations = False
+    reusing.standing_blocks = False  # asked, so that check_reuse compares it
+    reusing.check_reuse = True
+
+    def checks_of(scheduler: Scheduler) -> list[tuple[str, int, Mode, int]]:
+        entry = scheduler._worded(scheduler._nominations["default/gang"][1])
+        assert entry.assignment is not None
+        checks = entry.assignment.pod_sets[0].checks
+        return [(c.resource, c.available, c.mode, c.borrow) for c in checks]
+
+    said = []
+    for scheduler in (reusing, fresh):
+        scheduler.add(copy.deepcopy(by_name["o1"]))
+        scheduler.add(copy.deepcopy(by_name["mine"]))
+        scheduler.cycle(now=0)
+        scheduler.add(copy.deepcopy(by_name["gang"]))
+        told = [scheduler.cycle(now=1).evaluated["default/gang"]]
+        borrowed = [checks_of(scheduler)[0][3]]
+        scheduler.finish("default/mine")
+        told.append(scheduler.cycle(now=2).evaluated["default/gang"])
+        borrowed.append(checks_of(scheduler)[0][3])
+        assert borrowed == gpus_borrowed
+        said.append((told, checks_of(scheduler)))
+    assert said[0] == said[1]
+    told, checks = said[0]
+    assert [p.message.split(", ")[-1] for p in told] == ["15 more needed", "15 more needed"]
+    assert checks == [(GPU, 8, Mode.FIT, 0), ("cpu", 15_000, Mode.NO_FIT, 0)]
+    assert reusing.read_after_own_usage_moved == (1 if read_again else 0)
+    assert reusing.nominated["q"] == (2 if read_again else 3)
