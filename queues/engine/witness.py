@@ -57,16 +57,17 @@ def witness_now(
     out again only where the room moved: one that did not is where it was,
     or was not known; once its own usage moved, every range is."""
     version, reads, _ = witness
-    if own != version:
+    anew = own != version
+    if anew or moved:
         reads = tuple(
-            (fr, v, moved.get(fr, was), level, cell.steady_between(), cell)
-            for fr, v, was, level, _, cell in reads
-        )
-    elif moved:
-        reads = tuple(
-            (fr, v, was, level, steady, cell)
-            if fr not in moved
-            else (fr, v, moved[fr], level, cell.steady_between(), cell)
+            (
+                fr,
+                v,
+                moved.get(fr, was),
+                level,
+                cell.steady_between() if anew or fr in moved else steady,
+                cell,
+            )
             for fr, v, was, level, steady, cell in reads
         )
     return own, reads, searches
