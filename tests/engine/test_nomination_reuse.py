@@ -395,3 +395,48 @@ def test_a_head_whose_own_queue_moved_is_read_again_with_its_levels(
     assert checks == [(GPU, 8, Mode.FIT, 0), ("cpu", 15_000, Mode.NO_FIT, 0)]
     assert reusing.read_after_own_usage_moved == (1 if read_again else 0)
     assert reusing.nominated["q"] == (2 if read_again else 3)
+
+
+def test_a_range_is_worked_out_again_once_its_queue_moved_though_its_room_did_not() -> None:
+    # q (2 GPUs, borrowing up to 4 more) in a cohort of 16 runs "mine" (2):
+    # its limit leaves it 4, the gang asks 5 and cannot fit, whatever the
+    # cohort uses up to 12 (the range kept with the reading). "r2" takes 7
+    # and "mine" ends: q's own usage moved, and the gang still reads 4, now
+    # what the cohort has left, not what the limit leaves: the same room,
+    # over no range. "r1" (5) ends next, leaving 6: the gang fits. Had the range
+    # from before been kept, the cohort's 6 in use would fall in it and the
+    # gang would be told it cannot fit, unasked.
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [cohort_queue("q", 2, borrowing_limit=4), cohort_queue("r", 14)],
+            "workloads": [
+                cohort_job("mine", "q", 2, 0),
+                cohort_job("r1", "r", 5, 0),
+                cohort_job("gang", "q", 5, 1),
+                cohort_job("r2", "r", 7, 2),
+            ],
+        }
+    )
+    by_name = {w.name: w for w in scenario.workloads}
+    reusing, fresh = Scheduler(scenario.policy), Scheduler(scenario.policy)
+    fresh.reuse_nominations = False
+    reusing.standing_blocks = False  # asked, so that check_reuse compares it
+    reusing.check_reuse = True
+    admitted = []
+    for scheduler in (reusing, fresh):
+        scheduler.add(copy.deepcopy(by_name["mine"]))
+        scheduler.add(copy.deepcopy(by_name["r1"]))
+        scheduler.cycle(now=0)
+        scheduler.add(copy.deepcopy(by_name["gang"]))
+        rooms = [scheduler.cycle(now=1).evaluated["default/gang"].message.split(", ")[-1]]
+        scheduler.add(copy.deepcopy(by_name["r2"]))
+        assert list(scheduler.cycle(now=2).admitted) == ["default/r2"]
+        scheduler.finish("default/mine")
+        rooms.append(scheduler.cycle(now=3).evaluated["default/gang"].message.split(", ")[-1])
+        assert rooms == ["1 more needed", "1 more needed"]
+        scheduler.finish("default/r1")
+        admitted.append(list(scheduler.cycle(now=4).admitted))
+    assert admitted == [["default/gang"], ["default/gang"]]
+    assert reusing.read_after_own_usage_moved == 1
+    assert reusing.nominated["q"] == 3  # mine, the gang, and the gang once it may fit
