@@ -47,7 +47,9 @@ sets of workloads that ask alike (``model.shared_pod_sets``), for both.
 Prints the trace's size and shape, generation time, the replay's wall time and
 admissions per second, the cycles by what they showed (changed something;
 changed nothing but told a head something new; told every head as before,
-the last of each event time: ``Settler``'s counts), the heads nominated
+the last of each event time: ``Settler``'s counts; and the unparkings whose
+parked heads were told again where they were, ``queues.engine.unparking``,
+with the cycles counted for them, not run), the heads nominated
 afresh per queue class against the
 answers reused, those reused with their figures read again and those read
 again once their own queue's usage had moved (in one process: where most of
@@ -247,7 +249,9 @@ def cycle_figures(settler: Settler) -> str:
     figures = (
         f"cycles {total:,}: changed something {settler.changing_cycles:,}, changed nothing "
         f"but told a head something new {settler.telling_cycles:,}, told every head as "
-        f"before (the last of an event time) {settler.confirming_cycles:,}"
+        f"before (the last of an event time) {settler.confirming_cycles:,}; "
+        f"{settler.unparked_in_place:,} unparkings told their parked heads again where they "
+        f"were, {settler.cycles_in_place:,} of those cycles counted, not run"
     )
     if not settler.timed:
         return figures

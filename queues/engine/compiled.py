@@ -91,6 +91,7 @@ MODULES = (
     "settling",
     "simulator",
     "topology",
+    "unparking",
     "usage_meter",
     "victim_search",
     "witness",

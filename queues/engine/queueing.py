@@ -384,6 +384,32 @@ class PendingQueue:
             self._enqueue(workload)
         return moved
 
+    def parked_heads(self) -> list[Workload] | None:
+        """The head of each parked shape, in the order the cycles after an
+        unparking would pop them, when they are all it would offer then: a
+        BestEffortFIFO queue with nothing else queued, nothing parked on its
+        own, no preemptor first and no ranking. None otherwise."""
+        if (
+            self.strategy is not QueueingStrategy.BEST_EFFORT_FIFO
+            or self.ranking is not None
+            or self.sticky is not None
+        ):
+            return None
+        self._settle()
+        if self._alone:
+            return None
+        heads: list[tuple[tuple[float, float, str], str]] = []
+        for shape, members in self._members.items():
+            if not members:
+                continue
+            if shape not in self._parked_shapes:
+                return None  # queued, not parked
+            head = self._head(shape)
+            if head is not None:
+                heads.append(head)
+        heads.sort()
+        return [self._workloads[key] for _, key in heads]
+
     @property
     def has_parked(self) -> bool:
         self._settle()

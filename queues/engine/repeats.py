@@ -43,6 +43,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -305,6 +306,27 @@ class RepeatWatch:
             taken = 0
         self._taken[group] = taken
         return False
+
+    def repeating_now(
+        self,
+        now: float,
+        scheduler: Scheduler,
+        queues_of: Mapping[str, list[str]],
+        state_of: Callable[[str, float, tuple[Any, ...]], GroupState | None],
+    ) -> list[str]:
+        """Each group that preempted at ``now`` whose state is one it had
+        before (``state_of(group, now, usage_signature)`` takes it). Once no
+        arrival is left there: from then on it sees nothing but what its
+        state holds, and replayed on its own, split, it stops as here."""
+        groups, self.preempted = sorted(self.preempted), set()
+        found = []
+        for group in groups:
+            if self.arriving.get(group):
+                continue
+            signature = usage_signature(scheduler, queues_of[group])
+            if self.saw(group, signature, functools.partial(state_of, group, now, signature), now):
+                found.append(group)
+        return found
 
     def arrived(self, group: str) -> None:
         self.arriving[group] -= 1

@@ -267,14 +267,24 @@ class SchedulerState:
         """Queue again every parked workload in trees where capacity may have
         been freed (Kueue does this about a second after the event); only in
         ``groups`` when given."""
-        moved = 0
         if groups is None:
             roots, self._unpark_requests = self._unpark_requests, set()
         else:
-            roots = {r for r in self._unpark_requests if self.group_of_root[r] in groups}
-            self._unpark_requests -= roots
+            roots = self.take_unpark_requests(groups)
+        return self.unpark_roots(roots)
+
+    def take_unpark_requests(self, groups: set[str]) -> set[str]:
+        """The roots of ``groups`` whose parked work asks to queue again; they
+        no longer ask (``unpark_roots`` answers them)."""
+        roots = {r for r in self._unpark_requests if self.group_of_root[r] in groups}
+        self._unpark_requests -= roots
+        return roots
+
+    def unpark_roots(self, roots: set[str]) -> int:
+        """Every parked workload in those trees queued again."""
         if not roots:
             return 0
+        moved = 0
         root_of = self._root_of
         # In name order, as ever; sorted once picked: most parked queues are
         # in trees nothing was freed in.

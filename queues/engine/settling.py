@@ -71,6 +71,10 @@ class Settler:
         self.changing_seconds = 0.0
         self.telling_seconds = 0.0
         self.confirming_seconds = 0.0
+        # Unparkings whose parked heads were told again in place, and the
+        # cycles they counted without running them (settled_in_place).
+        self.unparked_in_place = 0
+        self.cycles_in_place = 0
         self._backoff: dict[str, float] = {}
 
     def settle(
@@ -135,6 +139,16 @@ class Settler:
                 if not rounds[group]:
                     self._backoff.pop(group, None)
                     active.discard(group)
+
+    def settled_in_place(self, group: str, rounds: int) -> None:
+        """A group whose parked heads were told again where they were
+        (``queues.engine.unparking``): the cycles it would have run, counted
+        as they would have been, ``rounds`` telling ones and the last."""
+        self.telling_cycles += rounds
+        self.confirming_cycles += 1
+        self.unparked_in_place += 1
+        self.cycles_in_place += rounds + 1
+        self._backoff.pop(group, None)
 
     def backoff(self, group: str) -> float | None:
         """How long ``group`` waits after its next livelock (None: the first

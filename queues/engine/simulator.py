@@ -30,7 +30,6 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import math
@@ -43,7 +42,7 @@ from queues.engine import repeats
 from queues.engine.arrivals import Arrivals
 from queues.engine.collections_paused import fewer_collections
 from queues.engine.model import CheckState, Policy, Workload
-from queues.engine.repeats import GroupState, RepeatWatch
+from queues.engine.repeats import GroupState
 from queues.engine.replay_records import (
     SimulationResult,
     WorkloadRecord,
@@ -53,6 +52,7 @@ from queues.engine.replay_records import (
 )
 from queues.engine.scheduler import CycleResult, Scheduler
 from queues.engine.settling import Settler
+from queues.engine.unparking import DueUnparkings
 from queues.engine.usage_meter import QueueTotals, UsageMeter, extend_totals
 
 __all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count", "longest_run"]
@@ -114,6 +114,7 @@ class Simulator:
         self.after_event: Callable[[float, str, Any], None] | None = None
         # Called with each scheduling cycle's result: one event time can take
         # many (a burst of arrivals), and a shared-out replay must still beat.
+        # Not with those counted for parked work told in place (park_in_place).
         self.after_cycle: Callable[[CycleResult], None] | None = None
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
@@ -125,6 +126,10 @@ class Simulator:
         # for one that livelocked at the last event time there, when it is
         # tried again (infinity: once something else happens there).
         self._unpark_due: dict[str, float] = {}
+        # False: parked work due to queue again always does, and cycles (what
+        # telling it in place, queues.engine.unparking, is checked against).
+        self.park_in_place = True
+        self.unparkings = DueUnparkings()
         self._retry_due: dict[str, float] = {}
         self.context = set(context)
         self.arrivals = Arrivals(workloads, self.context)
@@ -235,7 +240,9 @@ class Simulator:
             self._event(now, kind, payload, touched)
         for group in touched:
             self._last_event[group] = now
-        self.settler.settle(now, touched, self._cycled, self._retry)
+        in_place = self.unparkings.apply(self.scheduler, self.settler, self.requeue_delay)
+        settling = touched - in_place if in_place else touched
+        self.settler.settle(now, settling, self._cycled, self._retry)
         self.meter.settle(now)
         for group in sorted(self.scheduler.groups_asking_to_unpark()):
             if group in self._unpark_due:
@@ -254,19 +261,9 @@ class Simulator:
             else:  # nothing parked, nothing to wait for
                 self.scheduler.apply_unpark_requests({group})
         if self.repeats is not None and self.repeats.preempted:
-            self._watch_repeats(now, self.repeats)
-
-    def _watch_repeats(self, now: float, watch: RepeatWatch) -> None:
-        """Each group that preempted at ``now``: is its state one it had before?
-        Once no arrival is left there (from then on, it sees nothing but what
-        its state holds; and replayed on its own, split, it stops as here)."""
-        groups, watch.preempted = sorted(watch.preempted), set()
-        for group in groups:
-            if watch.arriving.get(group):
-                continue
-            signature = repeats.usage_signature(self.scheduler, self._queues_of[group])
-            taking = functools.partial(self.state_of, group, now, signature)
-            if watch.saw(group, signature, taking, now):
+            for group in self.repeats.repeating_now(
+                now, self.scheduler, self._queues_of, self.state_of
+            ):
                 self.repeating.add(group)
                 self.settler.livelocks += 1  # a loop of preemptions, only slower
 
@@ -499,7 +496,10 @@ class Simulator:
                 self._push(now + ledger.config.sampling_interval, SAMPLE, None)
         elif kind == UNPARK:
             del self._unpark_due[payload]
-            self.scheduler.apply_unpark_requests({payload})
+            if self.park_in_place and self.after_event is None:
+                self.unparkings.hold(self.scheduler, payload)
+            else:
+                self.scheduler.apply_unpark_requests({payload})
         elif kind == RELEASE:
             victim = self.scheduler.workloads.get(payload)
             if victim is not None and victim.evicting:

@@ -52,6 +52,8 @@ def replay(
 ) -> Any:
     simulator = simulator_for(policy, workloads, eviction)
     simulator.scheduler.reuse_nominations = reuse
+    # Every cycle run (asking afresh, none is told in place: test_unparking.py).
+    simulator.park_in_place = False
     # Every reused answer, and what it read, is also asked afresh and must be
     # equal: figures no wording shows included. Unchecked, heads left standing
     # are told with their tree's block, unasked (StandingBlock).

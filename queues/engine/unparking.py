@@ -1,0 +1,148 @@
+"""Parked work told again where it is, when queueing it again would only
+park it again.
+
+Capacity freed in a cohort tree asks its parked BestEffortFIFO work to queue
+again (``SchedulerState.apply_unpark_requests``, ``requeue_delay`` after the
+event). The cycles that follow pop the head of each parked shape, one per
+queue per cycle, ask it again, and mostly park it again: most unparkings in
+a busy month change nothing. When the group is quiet then (its last cycle
+changed nothing, and nothing its cycles read changed since, that time's
+other events included: ``NominationMemory._quiet_trees``), and each such
+head would be told
+it cannot fit, or finds no victims, those cycles can only tell each head
+that and park it again where it was; so each is told, in place, and the
+cycles are counted as they would have run. A head that finds no victims
+where its queue may not reclaim from any holds the capacity it waits for in
+each of those cycles (``Scheduler._hold_capacity``): then every other head
+in its tree must be one left standing, which reads none.
+
+Pure Python: no Django, no kubernetes client.
+"""
+
+from __future__ import annotations
+
+from mypy_extensions import mypyc_attr
+
+from queues.engine.assign import Mode
+from queues.engine.model import ReclaimWithinCohort
+from queues.engine.outcomes import Entry, Pending
+from queues.engine.scheduler import Scheduler
+from queues.engine.settling import Settler
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class DueUnparkings:
+    """An event time's unparkings (``Simulator``), held until its other
+    events are in, then told in place where they can be; the others' parked
+    work queues again. Had it at its event, as before: what else happened
+    at the time only parked more of it (queued again with it), or asked for
+    another unparking (kept for later). Whatever else happened in a group
+    that its cycles would see moved its signature: it is not quiet, and its
+    parked work queues again (``park_again_in_place``)."""
+
+    def __init__(self) -> None:
+        # By group, the trees whose parked work asked to queue again.
+        self.roots: dict[str, set[str]] = {}
+
+    def hold(self, scheduler: Scheduler, group: str) -> None:
+        """The group's unparking is due: its trees' requests are taken now."""
+        roots = scheduler.take_unpark_requests({group})
+        held = self.roots.get(group)
+        self.roots[group] = roots if held is None else held | roots
+
+    def apply(self, scheduler: Scheduler, settler: Settler, requeue_delay: float) -> set[str]:
+        """The unparkings held, done: the groups told in place, whose
+        cycles ``settler`` counted (the caller cycles the rest)."""
+        if not self.roots:
+            return set()
+        due, self.roots = self.roots, {}
+        in_place: set[str] = set()
+        for group, roots in sorted(due.items()):
+            if requeue_delay > 0:
+                rounds = park_again_in_place(scheduler, group, roots)
+                if rounds is not None:
+                    settler.settled_in_place(group, rounds)
+                    in_place.add(group)
+                    continue
+            scheduler.unpark_roots(roots)
+        return in_place
+
+
+def park_again_in_place(scheduler: Scheduler, group: str, roots: set[str]) -> int | None:
+    """The parked heads in ``roots`` (trees of ``group`` asking to unpark)
+    told again where they are, as the cycles after unparking them would tell
+    them; the number of cycles that would have told them something new (the
+    last, which tells every head as before, is one more), both counted in
+    ``scheduler.cycles``. None, with nothing parked or told, when those
+    cycles might do more (the caller unparks them then)."""
+    if (
+        scheduler.process_watch is not None
+        or not scheduler._skipping_allowed()
+        or scheduler.backing_off
+        or scheduler._stopped
+        or scheduler.policy.wait_for_pods_ready is not None
+    ):
+        return None
+    board = scheduler.board
+    root_of = scheduler._root_of
+    quiet = scheduler._quiet_trees({group})
+    for name in board.ready_among({group}):
+        if root_of[name] not in quiet:
+            return None  # its heads might change something in those cycles
+    told: list[tuple[str, Pending]] = []
+    holding: set[str] = set()
+    rounds = 0
+    for name in sorted([name for name in board.parking if root_of[name] in roots]):
+        heads = scheduler.queues[name].parked_heads()
+        if heads is None:
+            return None
+        queue = scheduler.policy.cluster_queues[name]
+        for workload in heads:
+            refused = _refused(scheduler, scheduler._nomination(workload, queue))
+            if refused is None:
+                return None
+            told.append((workload.key, refused[0]))
+            if refused[1]:
+                holding.add(root_of[name])
+        rounds = max(rounds, len(heads))
+    if not rounds or (holding and not _all_standing(scheduler, group, holding)):
+        return None
+    for key, pending in told:
+        scheduler.status[key] = pending
+    scheduler.cycles += rounds + 1
+    return rounds
+
+
+def _refused(scheduler: Scheduler, entry: Entry) -> tuple[Pending, bool] | None:
+    """What processing the head would tell it, if that parks it again with
+    nothing changed (``Scheduler._refusal``'s first answers: no fit, or no
+    victims), and whether it would hold capacity for the rest of the cycle
+    meanwhile (its queue may not reclaim from any). None otherwise."""
+    assignment = entry.assignment
+    if entry.pending is not None or entry.targets or assignment is None:
+        return None
+    if assignment.mode is Mode.NO_FIT:
+        return scheduler._no_fit(entry, assignment), False
+    if assignment.needs_preemption:
+        holds = entry.queue.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY
+        return scheduler._no_victims(entry, assignment), holds
+    return None
+
+
+def _all_standing(scheduler: Scheduler, group: str, roots: set[str]) -> bool:
+    """Whether every head waiting in those trees is a StrictFIFO head told it
+    stays pending without being processed (``Scheduler._standing``): one
+    processed could read capacity a parked head holds in the cycle. The
+    trees are quiet, so those are the heads their last cycle left standing
+    (``StandingBlock``), still resting where they were."""
+    root_of = scheduler._root_of
+    blocks = scheduler._blocks
+    for name in scheduler.board.ready_among({group}):
+        root = root_of[name]
+        if root not in roots:
+            continue
+        block = blocks.get(root)
+        resting = scheduler.queues[name].resting
+        if block is None or resting is None or block.heads.get(name) is not resting:
+            return False
+    return True
