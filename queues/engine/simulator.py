@@ -240,7 +240,7 @@ class Simulator:
             self._event(now, kind, payload, touched)
         for group in touched:
             self._last_event[group] = now
-        in_place = self.unparkings.apply(self.scheduler, self.settler, self.requeue_delay)
+        in_place = self.unparkings.apply(self.scheduler, self.settler)
         settling = touched - in_place if in_place else touched
         self.settler.settle(now, settling, self._cycled, self._retry)
         self.meter.settle(now)

@@ -50,21 +50,22 @@ class DueUnparkings:
         held = self.roots.get(group)
         self.roots[group] = roots if held is None else held | roots
 
-    def apply(self, scheduler: Scheduler, settler: Settler, requeue_delay: float) -> set[str]:
+    def apply(self, scheduler: Scheduler, settler: Settler) -> set[str]:
         """The unparkings held, done: the groups told in place, whose
-        cycles ``settler`` counted (the caller cycles the rest)."""
+        cycles ``settler`` counted (the caller cycles the rest). With no
+        requeue delay there are none to hold but a group's that backs off
+        after a livelock, due with its retry: not quiet."""
         if not self.roots:
             return set()
         due, self.roots = self.roots, {}
         in_place: set[str] = set()
         for group, roots in sorted(due.items()):
-            if requeue_delay > 0:
-                rounds = park_again_in_place(scheduler, group, roots)
-                if rounds is not None:
-                    settler.settled_in_place(group, rounds)
-                    in_place.add(group)
-                    continue
-            scheduler.unpark_roots(roots)
+            rounds = park_again_in_place(scheduler, group, roots)
+            if rounds is None:
+                scheduler.unpark_roots(roots)
+            else:
+                settler.settled_in_place(group, rounds)
+                in_place.add(group)
         return in_place
 
 
@@ -75,13 +76,9 @@ def park_again_in_place(scheduler: Scheduler, group: str, roots: set[str]) -> in
     last, which tells every head as before, is one more), both counted in
     ``scheduler.cycles``. None, with nothing parked or told, when those
     cycles might do more (the caller unparks them then)."""
-    if (
-        scheduler.process_watch is not None
-        or not scheduler._skipping_allowed()
-        or scheduler.backing_off
-        or scheduler._stopped
-        or scheduler.policy.wait_for_pods_ready is not None
-    ):
+    # Work backing off is queued at a cycle's start, which its requeue event
+    # asks for without moving the group's signature.
+    if scheduler.backing_off:
         return None
     board = scheduler.board
     root_of = scheduler._root_of

@@ -99,13 +99,15 @@ def _job(name: str, queue: str, gpus: int, at: int, priority: int = 0, runtime: 
     return {**cohort_job(name, queue, gpus, at), "priority": priority, "runtime": runtime}
 
 
-def _held_back(with_b1: bool) -> Simulator:
+def _held_back(with_b1: bool, backing_off: bool = False) -> Simulator:
     """A cohort of 10 GPUs: "a" (6) runs a1 (6, priority 10) and waits with
     a2 (6, priority 5), which finds no victims and holds what it waits for
     in every cycle; "d" (1) runs d1 until 10; "b" (none of its own,
     BestEffortFIFO) parks b2 (5: 3 free, then 4 once d1 ends). With b1 (1
     GPU), b also has a head that fits when asked and no longer once a2 has
-    held its GPUs, in every cycle: queued again at once, never parked."""
+    held its GPUs, in every cycle: queued again at once, never parked. With
+    ``backing_off``, "late" (2 GPUs of "r", kept to itself) is not to be
+    queued before 11, when b2's unparking is due."""
     workloads = [
         _job("a1", "a", 6, 0, priority=10),
         _job("d1", "d", 1, 0, runtime=10),
@@ -114,6 +116,10 @@ def _held_back(with_b1: bool) -> Simulator:
     ]
     if with_b1:
         workloads.append(_job("b1", "b", 1, 3))
+    if backing_off:
+        workloads.append(_job("late", "r", 2, 0))
+    kept = _gpus("r", 2)
+    kept["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] = 0
     scenario = parse(
         {
             "resourceFlavors": [{"name": "h100"}],
@@ -122,10 +128,14 @@ def _held_back(with_b1: bool) -> Simulator:
                 _gpus("b", 0, "BestEffortFIFO"),
                 _gpus("c", 3),
                 _gpus("d", 1),
+                kept,
             ],
             "workloads": workloads,
         }
     )
+    for workload in scenario.workloads:
+        if workload.name == "late":
+            workload.requeue_at = 11.0  # as a cluster's requeueState says
     return Simulator(scenario.policy, [(w, "class") for w in scenario.workloads], horizon=100.0)
 
 
@@ -138,7 +148,17 @@ def test_a_parked_head_still_short_is_told_where_it_is() -> None:
     told = [(now, dict((key, message) for key, _, message in said)) for now, said in cycled[-1]]
     assert told[-2][0] == 11.0 and told[-2][1]["default/b2"].endswith("2 more needed")
     assert told[-1][0] == 11.0 and told[-1][1]["default/b2"].endswith("1 more needed")
-    assert cycled[-2] == {"a": [], "b": ["default/b2"], "c": [], "d": []}
+    assert cycled[-2] == {"a": [], "b": ["default/b2"], "c": [], "d": [], "r": []}
+
+
+def test_work_backing_off_until_an_unparking_is_queued_with_it() -> None:
+    # "late"'s requeue event and b2's unparking come at 11: the cycles queue
+    # late at their start, and only they do.
+    cycled = replay(_held_back(with_b1=False, backing_off=True), in_place=False)
+    simulator = _held_back(with_b1=False, backing_off=True)
+    assert replay(simulator, in_place=True) == cycled
+    assert simulator.settler.unparked_in_place == 0
+    assert cycled[0]["default/late"][0] == 11.0
 
 
 def test_a_queue_with_a_head_queued_again_at_once_is_cycled() -> None:
