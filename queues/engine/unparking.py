@@ -8,10 +8,9 @@ queue per cycle, ask it again, and mostly park it again: most unparkings in
 a busy month change nothing. When the group is quiet then (its last cycle
 changed nothing, and nothing its cycles read changed since, that time's
 other events included: ``NominationMemory._quiet_trees``), and each such
-head would be told
-it cannot fit, or finds no victims, those cycles can only tell each head
-that and park it again where it was; so each is told, in place, and the
-cycles are counted as they would have run. A head that finds no victims
+head would be told it cannot fit, or finds no victims, those cycles can
+only tell each head that and park it again where it was; so each is told,
+in place, and the cycles are counted as they would have run. A head that finds no victims
 where its queue may not reclaim from any holds the capacity it waits for in
 each of those cycles (``Scheduler._hold_capacity``): then every other head
 in its tree must be one left standing, which reads none.
@@ -23,8 +22,6 @@ from __future__ import annotations
 
 from mypy_extensions import mypyc_attr
 
-from queues.engine.assign import Mode
-from queues.engine.model import ReclaimWithinCohort
 from queues.engine.outcomes import Entry, Pending
 from queues.engine.scheduler import Scheduler
 from queues.engine.settling import Settler
@@ -50,13 +47,14 @@ class DueUnparkings:
         held = self.roots.get(group)
         self.roots[group] = roots if held is None else held | roots
 
-    def apply(self, scheduler: Scheduler, settler: Settler) -> set[str]:
+    def apply(self, scheduler: Scheduler, settler: Settler) -> set[str] | None:
         """The unparkings held, done: the groups told in place, whose
-        cycles ``settler`` counted (the caller cycles the rest). With no
-        requeue delay there are none to hold but a group's that backs off
-        after a livelock, due with its retry: not quiet."""
+        cycles ``settler`` counted (the caller cycles the rest); None when
+        none was held (most event times). With no requeue delay there are
+        none to hold but a group's that backs off after a livelock, due with
+        its retry: not quiet."""
         if not self.roots:
-            return set()
+            return None
         due, self.roots = self.roots, {}
         in_place: set[str] = set()
         for group, roots in sorted(due.items()):
@@ -114,15 +112,16 @@ def _refused(scheduler: Scheduler, entry: Entry) -> tuple[Pending, bool] | None:
     """What processing the head would tell it, if that parks it again with
     nothing changed (``Scheduler._refusal``'s first answers: no fit, or no
     victims), and whether it would hold capacity for the rest of the cycle
-    meanwhile (its queue may not reclaim from any). None otherwise."""
-    assignment = entry.assignment
-    if entry.pending is not None or entry.targets or assignment is None:
+    meanwhile. None otherwise: failed checks queue it again on its own."""
+    if entry.pending is not None:
         return None
-    if assignment.mode is Mode.NO_FIT:
-        return scheduler._no_fit(entry, assignment), False
-    if assignment.needs_preemption:
-        holds = entry.queue.preemption.reclaim_within_cohort is not ReclaimWithinCohort.ANY
-        return scheduler._no_victims(entry, assignment), holds
+    told = scheduler._standing(entry)  # holding nothing
+    if told is not None:
+        return told, False
+    assignment = entry.assignment
+    if assignment is not None and assignment.needs_preemption and not entry.targets:
+        # No victims, where its queue may not reclaim from any (_standing's other case).
+        return scheduler._no_victims(entry, assignment), True
     return None
 
 

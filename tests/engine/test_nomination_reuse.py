@@ -190,6 +190,17 @@ def cohort_job(name: str, queue: str, gpus: int, at: int, cores: int = 0) -> dic
     }
 
 
+def asked_and_fresh(policy: Policy) -> tuple[Scheduler, Scheduler]:
+    """A scheduler that reuses answers, each head asked (not told with its
+    tree's block) so that check_reuse compares every reused answer with a
+    fresh one, and one that asks every head afresh."""
+    reusing, fresh = Scheduler(policy), Scheduler(policy)
+    fresh.reuse_nominations = False
+    reusing.standing_blocks = False
+    reusing.check_reuse = True
+    return reusing, fresh
+
+
 def test_a_head_whose_room_changed_is_answered_again_with_the_new_figures() -> None:
     # "gang" asks 8 GPUs in a queue of 2 that may borrow from its cohort of
     # 10: "other" takes 4, then 5, so the room it reads goes 6, then 5; the
@@ -367,10 +378,7 @@ def test_a_head_whose_own_queue_moved_is_read_again_with_its_levels(
         }
     )
     by_name = {w.name: w for w in scenario.workloads}
-    reusing, fresh = Scheduler(scenario.policy), Scheduler(scenario.policy)
-    fresh.reuse_nominations = False
-    reusing.standing_blocks = False  # asked, so that check_reuse compares it
-    reusing.check_reuse = True
+    reusing, fresh = asked_and_fresh(scenario.policy)
 
     def checks_of(scheduler: Scheduler) -> list[tuple[str, int, Mode, int]]:
         entry = scheduler._worded(scheduler._nominations["default/gang"][1])
@@ -421,10 +429,7 @@ def test_a_range_is_worked_out_again_once_its_queue_moved_though_its_room_did_no
         }
     )
     by_name = {w.name: w for w in scenario.workloads}
-    reusing, fresh = Scheduler(scenario.policy), Scheduler(scenario.policy)
-    fresh.reuse_nominations = False
-    reusing.standing_blocks = False  # asked, so that check_reuse compares it
-    reusing.check_reuse = True
+    reusing, fresh = asked_and_fresh(scenario.policy)
     admitted = []
     for scheduler in (reusing, fresh):
         scheduler.add(copy.deepcopy(by_name["mine"]))
