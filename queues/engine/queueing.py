@@ -21,6 +21,8 @@ from queues.engine.model import QueueingStrategy, Workload
 
 # Requeue reasons Kueue puts straight back in a BestEffortFIFO heap.
 IMMEDIATE = frozenset({"FailedAfterNomination", "PendingPreemption"})
+# How many pod sets a queue remembers the bucket of (PendingQueue._shape_of).
+SHAPES_BY_POD_SETS_KEPT = 1024
 
 
 def scheduling_hash(workload: Workload) -> tuple[object, ...]:
@@ -47,7 +49,9 @@ class QueueBoard:
     parked work (``parking``), shared by a scheduler's queues so that a cycle
     visits the queues with something queued, not all of them. ``ready`` may
     name a queue whose pop finds nothing (the cycle drops it then);
-    ``parking`` holds every queue with a parked shape or workload.
+    ``parking`` holds every queue with a parked shape or workload, and
+    ``parking_in`` the same per cohort tree (``parked_among``): an unparking
+    asks for its trees' only, and a busy month's other trees park dozens.
 
     ``epochs`` counts, per cohort tree (``root_of``; a queue on its own
     otherwise), the changes to what its queues hold: a workload queued, taken
@@ -70,6 +74,7 @@ class QueueBoard:
         # never changed in place: a cycle walks it while its pops unmark queues.
         self._sorted_in: dict[str, list[str]] = {}
         self.parking: set[str] = set()
+        self.parking_in: dict[str, set[str]] = {}
         self.epochs: dict[str, int] = {}
         self._root_of = root_of or {}
         self._group_of = group_of or {}
@@ -105,17 +110,45 @@ class QueueBoard:
                 known = sorted(self.ready_in.get(group, ()))
                 self._sorted_in[group] = known
             return known
-        names: list[str] = []
-        for group in groups:
-            members = self.ready_in.get(group)
-            if members:
-                names.extend(members)
-        names.sort()
-        return names
+        return _sorted_members(self.ready_in, groups)
 
     def changed(self, queue: str) -> None:
         root = self._root_of.get(queue, queue)
         self.epochs[root] = self.epochs.get(root, 0) + 1
+
+    def mark_parking(self, queue: str) -> None:
+        if queue in self.parking:
+            return
+        self.parking.add(queue)
+        root = self._root_of.get(queue, queue)
+        members = self.parking_in.get(root)
+        if members is None:
+            self.parking_in[root] = {queue}
+        else:
+            members.add(queue)
+
+    def unmark_parking(self, queue: str) -> None:
+        if queue not in self.parking:
+            return
+        self.parking.discard(queue)
+        members = self.parking_in.get(self._root_of.get(queue, queue))
+        if members is not None:
+            members.discard(queue)
+
+    def parked_among(self, roots: set[str]) -> list[str]:
+        """The queues with parked work in those cohort trees, by name."""
+        return _sorted_members(self.parking_in, roots)
+
+
+def _sorted_members(index: dict[str, set[str]], keys: set[str]) -> list[str]:
+    """The queues ``index`` holds under any of ``keys``, by name."""
+    names: list[str] = []
+    for key in keys:
+        members = index.get(key)
+        if members:
+            names.extend(members)
+    names.sort()
+    return names
 
 
 def order_key(workload: Workload) -> tuple[float, float, str]:
@@ -158,6 +191,9 @@ class PendingQueue:
         self._heads: list[tuple[tuple[float, float, str], int]] = []
         self._shape_ids: dict[tuple[object, ...], int] = {}
         self._known_shapes: dict[str, tuple[int, object, int]] = {}
+        # By the id of pod sets a workload asked with: those pod sets, its
+        # priority and its bucket (_shape_of).
+        self._shape_by_pod_sets: dict[int, tuple[object, int, int]] = {}
         self._parked_shapes: set[int] = set()
         self._alone: dict[str, Workload] = {}  # parked on their own, in no bucket
         self.sticky: str | None = None
@@ -166,6 +202,11 @@ class PendingQueue:
         # A StrictFIFO head requeued where it was, while nothing else has
         # happened here since: what pop() would give again (see ``resting``).
         self._resting: Workload | None = None
+        # What parked_heads() gave, while nothing has been queued, removed,
+        # popped, parked or unparked here since: each unparking in a busy tree
+        # asks every parked queue there, most of them unchanged since the last.
+        self._parked_heads: list[Workload] | None = None
+        self._parked_heads_known = False
 
     def __len__(self) -> int:
         self._settle()
@@ -181,10 +222,21 @@ class PendingQueue:
         """Its bucket, remembered while its priority and pod sets stay the same
         objects: a head goes back to its queue in every cycle it is not admitted."""
         known = self._known_shapes.get(workload.key)
-        if known is not None and known[0] == workload.priority and known[1] is workload.pod_sets:
+        pod_sets = workload.pod_sets
+        if known is not None and known[0] == workload.priority and known[1] is pod_sets:
             return known[2]
-        shape = self._shape_ids.setdefault(scheduling_hash(workload), len(self._shape_ids))
-        self._known_shapes[workload.key] = (workload.priority, workload.pod_sets, shape)
+        # Workloads asking alike share their pod sets (model.shared_pod_sets):
+        # a new one's bucket is its look-alikes', found without hashing what
+        # they ask. The pod sets are held, so their id names no other.
+        asked = self._shape_by_pod_sets.get(id(pod_sets))
+        if asked is not None and asked[0] is pod_sets and asked[1] == workload.priority:
+            shape = asked[2]
+        else:
+            shape = self._shape_ids.setdefault(scheduling_hash(workload), len(self._shape_ids))
+            if len(self._shape_by_pod_sets) >= SHAPES_BY_POD_SETS_KEPT:
+                self._shape_by_pod_sets.clear()  # pod sets not shared, or shapes without end
+            self._shape_by_pod_sets[id(pod_sets)] = (pod_sets, workload.priority, shape)
+        self._known_shapes[workload.key] = (workload.priority, pod_sets, shape)
         return shape
 
     def _enqueue(self, workload: Workload) -> None:
@@ -264,6 +316,7 @@ class PendingQueue:
     def push(self, workload: Workload) -> None:
         """A new or returning pending workload (parked at once if its shape is)."""
         self._resting = None
+        self._forget_parked_heads()
         self._settle()
         self._take(workload.key)  # its shape may have changed (priority)
         self._enqueue(workload)
@@ -271,6 +324,7 @@ class PendingQueue:
 
     def remove(self, key: str) -> None:
         self._resting = None
+        self._forget_parked_heads()
         self._settle()
         self._take(key)
         self.board.changed(self.name)
@@ -282,6 +336,7 @@ class PendingQueue:
         """The head, out for this cycle (requeue or remove it afterwards): for
         every other operation it is no longer here."""
         self._resting = None
+        self._forget_parked_heads()
         self._settle()
         if self.sticky is not None and self._is_queued(self.sticky):
             return self._take(self.sticky)
@@ -318,6 +373,7 @@ class PendingQueue:
     def requeue(self, workload: Workload, reason: str) -> None:
         """Return an evaluated head: to the heap, or parked as inadmissible."""
         self._resting = None
+        self._forget_parked_heads()
         back = False
         at_once = self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE
         parks = not at_once and reason in ("NoFit", "PreemptionNoCandidates")
@@ -333,7 +389,7 @@ class PendingQueue:
             self._out = None
             self.board.changed(self.name)
             self._parked_shapes.add(shape)
-            self.board.parking.add(self.name)
+            self.board.mark_parking(self.name)
             return
         if not back:
             self._settle()
@@ -359,18 +415,19 @@ class PendingQueue:
             # Every queued workload of its shape is parked with it.
             self._enqueue(workload)
             self._parked_shapes.add(self._shape[workload.key])
-            self.board.parking.add(self.name)
+            self.board.mark_parking(self.name)
             return
         self._workloads[workload.key] = workload
         self._alone[workload.key] = workload
-        self.board.parking.add(self.name)
+        self.board.mark_parking(self.name)
 
     def unpark(self) -> int:
         """Something may have freed capacity: every parked workload queues again."""
         self._resting = None
+        self._forget_parked_heads()
         self._settle()
         moved = len(self._alone)
-        self.board.parking.discard(self.name)
+        self.board.unmark_parking(self.name)
         self.board.changed(self.name)
         for shape in self._parked_shapes:
             head = self._head(shape)
@@ -388,15 +445,26 @@ class PendingQueue:
         """The head of each parked shape, in the order the cycles after an
         unparking would pop them, when they are all it would offer then: a
         BestEffortFIFO queue with nothing else queued, nothing parked on its
-        own, no preemptor first and no ranking. None otherwise."""
+        own, no preemptor first and no ranking. None otherwise. The list may
+        be kept and given again: not to be changed."""
+        self._settle()
+        if not self._parked_heads_known:
+            self._parked_heads = self._find_parked_heads()
+            self._parked_heads_known = True
+        return self._parked_heads
+
+    def _forget_parked_heads(self) -> None:
+        # The list goes too: it would keep workloads gone since alive.
+        self._parked_heads = None
+        self._parked_heads_known = False
+
+    def _find_parked_heads(self) -> list[Workload] | None:
         if (
             self.strategy is not QueueingStrategy.BEST_EFFORT_FIFO
             or self.ranking is not None
             or self.sticky is not None
+            or self._alone
         ):
-            return None
-        self._settle()
-        if self._alone:
             return None
         heads: list[tuple[tuple[float, float, str], str]] = []
         for shape, members in self._members.items():

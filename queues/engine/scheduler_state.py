@@ -285,19 +285,20 @@ class SchedulerState:
         if not roots:
             return 0
         moved = 0
-        root_of = self._root_of
-        # In name order, as ever; sorted once picked: most parked queues are
-        # in trees nothing was freed in.
-        for name in sorted([name for name in self.board.parking if root_of[name] in roots]):
+        # In name order, as ever.
+        for name in self.board.parked_among(roots):
             moved += self.queues[name].unpark()
         return moved
 
     def has_parked_in(self, group: str | None = None) -> bool:
         """Any workload parked (in the group)."""
+        if group is None:
+            return any(self.queues[name].has_parked for name in self.board.parking)
+        parking_in = self.board.parking_in
         return any(
             self.queues[name].has_parked
-            for name in self.board.parking
-            if group is None or self.group_of[name] == group
+            for root in self.roots_in[group]
+            for name in parking_in.get(root, ())
         )
 
     @property

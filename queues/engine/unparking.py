@@ -87,7 +87,7 @@ def park_again_in_place(scheduler: Scheduler, group: str, roots: set[str]) -> in
     told: list[tuple[str, Pending]] = []
     holding: set[str] = set()
     rounds = 0
-    for name in sorted([name for name in board.parking if root_of[name] in roots]):
+    for name in board.parked_among(roots):
         heads = scheduler.queues[name].parked_heads()
         if heads is None:
             return None
