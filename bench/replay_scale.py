@@ -49,7 +49,9 @@ admissions per second, the cycles by what they showed (changed something;
 changed nothing but told a head something new; told every head as before,
 the last of each event time: ``Settler``'s counts; and the unparkings whose
 parked heads were told again where they were, ``queues.engine.unparking``,
-with the cycles counted for them, not run), the heads nominated
+with the cycles counted for them, not run; and the last cycles counted, not
+run, where the one before left quiet every tree they would visit:
+``Settler.confirm_unasked``), the heads nominated
 afresh per queue class against the
 answers reused, those reused with their figures read again and those read
 again once their own queue's usage had moved (in one process: where most of
@@ -251,7 +253,9 @@ def cycle_figures(settler: Settler) -> str:
         f"but told a head something new {settler.telling_cycles:,}, told every head as "
         f"before (the last of an event time) {settler.confirming_cycles:,}; "
         f"{settler.unparked_in_place:,} unparkings told their parked heads again where they "
-        f"were, {settler.cycles_in_place:,} of those cycles counted, not run"
+        f"were, {settler.cycles_in_place:,} of those cycles counted, not run; "
+        f"{settler.confirmed_unasked:,} last cycles of an event time counted, not run, "
+        f"the one before having left every tree it would visit quiet"
     )
     if not settler.timed:
         return figures

@@ -75,6 +75,11 @@ class Settler:
         # cycles they counted without running them (settled_in_place).
         self.unparked_in_place = 0
         self.cycles_in_place = 0
+        # True: a group's last cycle, which would tell every head as before,
+        # is counted without running it where nothing it would ask can have
+        # changed (_confirms_unasked); the simulator's switch (park_in_place).
+        self.confirm_unasked = False
+        self.confirmed_unasked = 0
         self._backoff: dict[str, float] = {}
 
     def settle(
@@ -136,6 +141,11 @@ class Settler:
                     self.telling_cycles += 1
                     self.telling_seconds += share
                     seen[group].update(outcome)
+                    if rounds[group] and self.confirm_unasked and self._confirms_unasked(group):
+                        rounds[group] = 0
+                        self.confirming_cycles += 1
+                        self.confirmed_unasked += 1
+                        scheduler.cycles += 1
                 if not rounds[group]:
                     self._backoff.pop(group, None)
                     active.discard(group)
@@ -149,6 +159,19 @@ class Settler:
         self.unparked_in_place += 1
         self.cycles_in_place += rounds + 1
         self._backoff.pop(group, None)
+
+    def _confirms_unasked(self, group: str) -> bool:
+        """Whether the group's next cycle could only tell its heads what the
+        one just run told them, having changed nothing: every queue it would
+        visit is in a tree that cycle left quiet (``NominationMemory.
+        _quiet_trees``: its heads are told their answers again, unasked,
+        which that cycle told them). What a cycle does at its start was done
+        at its last, at the same time: work backing off due by then queued,
+        a stopped queue's reservations evicted."""
+        scheduler = self.scheduler
+        quiet = scheduler._quiet_trees({group})
+        root_of = scheduler._root_of
+        return all(root_of[name] in quiet for name in scheduler.board.ready_among({group}))
 
     def backoff(self, group: str) -> float | None:
         """How long ``group`` waits after its next livelock (None: the first

@@ -114,7 +114,7 @@ class Simulator:
         self.after_event: Callable[[float, str, Any], None] | None = None
         # Called with each scheduling cycle's result: one event time can take
         # many (a burst of arrivals), and a shared-out replay must still beat.
-        # Not with those counted for parked work told in place (park_in_place).
+        # Not with those counted, not run (park_in_place).
         self.after_cycle: Callable[[CycleResult], None] | None = None
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
@@ -126,8 +126,8 @@ class Simulator:
         # for one that livelocked at the last event time there, when it is
         # tried again (infinity: once something else happens there).
         self._unpark_due: dict[str, float] = {}
-        # False: parked work due to queue again always does, and cycles (what
-        # telling it in place, queues.engine.unparking, is checked against).
+        # False: due parked work always queues again and cycles, and a group's last
+        # cycle always runs (what unparking and Settler.confirm_unasked are checked against).
         self.park_in_place = True
         self.unparkings = DueUnparkings()
         self._retry_due: dict[str, float] = {}
@@ -240,8 +240,8 @@ class Simulator:
             self._event(now, kind, payload, touched)
         for group in touched:
             self._last_event[group] = now
-        in_place = self.unparkings.apply(self.scheduler, self.settler)
-        settling = touched - in_place if in_place else touched
+        settling = self.unparkings.apply(self.scheduler, self.settler, touched)
+        self.settler.confirm_unasked = self.park_in_place
         self.settler.settle(now, settling, self._cycled, self._retry)
         self.meter.settle(now)
         for group in sorted(self.scheduler.groups_asking_to_unpark()):

@@ -47,24 +47,25 @@ class DueUnparkings:
         held = self.roots.get(group)
         self.roots[group] = roots if held is None else held | roots
 
-    def apply(self, scheduler: Scheduler, settler: Settler) -> set[str] | None:
-        """The unparkings held, done: the groups told in place, whose
-        cycles ``settler`` counted (the caller cycles the rest); None when
-        none was held (most event times). With no requeue delay there are
-        none to hold but a group's that backs off after a livelock, due with
-        its retry: not quiet."""
+    def apply(self, scheduler: Scheduler, settler: Settler, touched: set[str]) -> set[str]:
+        """The unparkings held, done: of the groups ``touched`` at the
+        event time, those left to cycle (``touched`` itself when none was
+        held: most event times), not those told in place, whose cycles
+        ``settler`` counted. With no requeue delay there are none to hold
+        but a group's that backs off after a livelock, due with its retry:
+        not quiet."""
         if not self.roots:
-            return None
+            return touched
         due, self.roots = self.roots, {}
-        in_place: set[str] = set()
+        left = set(touched)
         for group, roots in sorted(due.items()):
             rounds = park_again_in_place(scheduler, group, roots)
             if rounds is None:
                 scheduler.unpark_roots(roots)
             else:
                 settler.settled_in_place(group, rounds)
-                in_place.add(group)
-        return in_place
+                left.discard(group)
+        return left
 
 
 def park_again_in_place(scheduler: Scheduler, group: str, roots: set[str]) -> int | None:

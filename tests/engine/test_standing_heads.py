@@ -292,6 +292,9 @@ def _replayed(
     simulator = Simulator(policy, [(w, "class") for w in copy.deepcopy(workloads)])
     simulator.scheduler.reuse_nominations = reuse
     simulator.scheduler.standing_blocks = blocks
+    # Every cycle run, to be compared one by one: none counted unasked
+    # (tests/engine/test_unparking.py holds those to these).
+    simulator.park_in_place = False
     said: list[list[tuple[str, str, str]]] = []
     simulator.after_cycle = lambda cycle: said.append(
         sorted((key, p.reason, p.message) for key, p in cycle.evaluated.items())

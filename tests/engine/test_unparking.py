@@ -16,9 +16,12 @@ from queues.engine.simulator import Simulator
 from tests.engine.test_nomination_reuse import cohort_job, cohort_queue, simulator_for
 from tests.engine.test_properties import draw_workloads, policies
 
-# How many unparkings each drawn replay told in place: the replays must reach
-# that path for their equality to say anything of it.
+# How many unparkings each drawn replay told in place, and how many of its
+# groups' last cycles it counted unasked (Settler.confirm_unasked, on with
+# it): the replays must reach those paths for their equality to say anything
+# of them.
 IN_PLACE: list[int] = []
+CONFIRMED: list[int] = []
 
 
 @st.composite
@@ -47,8 +50,9 @@ def replay(simulator: Simulator, in_place: bool) -> Any:
     before_event(simulator.now, "end", None)  # what the last event time told
     if in_place:
         IN_PLACE.append(settler.unparked_in_place)
+        CONFIRMED.append(settler.confirmed_unasked)
     else:
-        assert settler.unparked_in_place == 0
+        assert settler.unparked_in_place == settler.confirmed_unasked == 0
     records = {
         key: (r.first_admitted, r.finished, r.preemptions, r.lost_seconds)
         for key, r in result.records.items()
@@ -87,6 +91,9 @@ def test_the_drawn_replays_tell_parked_heads_in_place() -> None:
     replays = [count for count in IN_PLACE if count]
     assert len(replays) >= 100, IN_PLACE
     assert sum(replays) >= 300
+    confirmed = [count for count in CONFIRMED if count]
+    assert len(confirmed) >= 100, CONFIRMED
+    assert sum(confirmed) >= 600
 
 
 def _gpus(name: str, nominal: int, strategy: str = "StrictFIFO") -> dict[str, Any]:
