@@ -297,7 +297,7 @@ class SchedulerState:
         parking_in = self.board.parking_in
         return any(
             self.queues[name].has_parked
-            for root in self.roots_in[group]
+            for root in self.roots_in.get(group, ())
             for name in parking_in.get(root, ())
         )
 
