@@ -184,6 +184,9 @@ class Scheduler(NominationMemory):
         if now is not None:
             self.now = now
         self.cycles += 1 if groups is None else len(groups)
+        # What a cycle does before it looks at its queues must do nothing more
+        # when done again at the same time: an event time's last cycle is
+        # counted unrun after one that left its trees quiet (Settler.confirm_unasked).
         self.apply_stop_policies()
         if self.backing_off:
             self.release_backoffs(groups)
