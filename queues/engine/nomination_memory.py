@@ -272,6 +272,14 @@ class NominationMemory(SchedulerState):
                 del self._quiet[root]
         return quiet
 
+    def _asks_nothing(self, group: str) -> bool:
+        """Whether a cycle in the group would visit only queues in quiet
+        trees (``_quiet_trees``): it would tell their heads, unasked, what
+        their last cycle told them, and change nothing."""
+        quiet = self._quiet_trees({group})
+        root_of = self._root_of
+        return all(root_of[name] in quiet for name in self.board.ready_among({group}))
+
     def _standing_block(self, root: str) -> StandingBlock | None:
         """The tree's standing heads, if its version is still theirs, or if
         its root's usage is still where their ranged heads' answers hold."""

@@ -77,7 +77,7 @@ class Settler:
         self.cycles_in_place = 0
         # True: a group's last cycle, which would tell every head as before,
         # is counted without running it where nothing it would ask can have
-        # changed (_confirms_unasked); the simulator's switch (park_in_place).
+        # changed (below); the simulator's switch (park_in_place).
         self.confirm_unasked = False
         self.confirmed_unasked = 0
         self._backoff: dict[str, float] = {}
@@ -141,7 +141,11 @@ class Settler:
                     self.telling_cycles += 1
                     self.telling_seconds += share
                     seen[group].update(outcome)
-                    if rounds[group] and self.confirm_unasked and self._confirms_unasked(group):
+                    # The next cycle could only tell what this one told, if
+                    # every tree it would visit is quiet (_asks_nothing); what
+                    # a cycle does at its start (work backing off due by now
+                    # queued, a stopped queue's reservations evicted) this one did.
+                    if rounds[group] and self.confirm_unasked and scheduler._asks_nothing(group):
                         rounds[group] = 0
                         self.confirming_cycles += 1
                         self.confirmed_unasked += 1
@@ -159,19 +163,6 @@ class Settler:
         self.unparked_in_place += 1
         self.cycles_in_place += rounds + 1
         self._backoff.pop(group, None)
-
-    def _confirms_unasked(self, group: str) -> bool:
-        """Whether the group's next cycle could only tell its heads what the
-        one just run told them, having changed nothing: every queue it would
-        visit is in a tree that cycle left quiet (``NominationMemory.
-        _quiet_trees``: its heads are told their answers again, unasked,
-        which that cycle told them). What a cycle does at its start was done
-        at its last, at the same time: work backing off due by then queued,
-        a stopped queue's reservations evicted."""
-        scheduler = self.scheduler
-        quiet = scheduler._quiet_trees({group})
-        root_of = scheduler._root_of
-        return all(root_of[name] in quiet for name in scheduler.board.ready_among({group}))
 
     def backoff(self, group: str) -> float | None:
         """How long ``group`` waits after its next livelock (None: the first

@@ -79,12 +79,10 @@ def park_again_in_place(scheduler: Scheduler, group: str, roots: set[str]) -> in
     # asks for without moving the group's signature.
     if scheduler.backing_off:
         return None
+    if not scheduler._asks_nothing(group):
+        return None  # its heads might change something in those cycles
     board = scheduler.board
     root_of = scheduler._root_of
-    quiet = scheduler._quiet_trees({group})
-    for name in board.ready_among({group}):
-        if root_of[name] not in quiet:
-            return None  # its heads might change something in those cycles
     told: list[tuple[str, Pending]] = []
     holding: set[str] = set()
     rounds = 0
