@@ -7,6 +7,8 @@ figures and assumptions). Pure engine: no Django, no database."""
 from __future__ import annotations
 
 import argparse
+import bisect
+import itertools
 import math
 import random
 import sys
@@ -107,37 +109,45 @@ def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
     rng.shuffle(sizes)
     team_of = rng.choices(range(args.teams), weights=sizes, k=args.workloads)
     class_of = rng.choices(LOADS, weights=[c.share for c in LOADS], k=args.workloads)
-    arrivals: list[float] = []
-    while len(arrivals) < args.workloads:
-        t = rng.random() * span
-        if rng.random() * 1.6 < intensity(t):
-            arrivals.append(t)
-    arrivals.sort()
+    arrivals = arrival_times(rng, span, args.workloads)
     cpu_milli = to_canonical("cpu", CPU_PER_GPU)
     gib = to_canonical("memory", f"{MEMORY_GIB_PER_GPU}Gi")
     offered: dict[str, float] = {}
     biggest: dict[str, int] = {}
     workloads: list[tuple[Workload, str]] = []
     step = max(1, args.workloads // 10)
+    # What every workload of a class, or of a team in a class, shares: worked
+    # out once, not per workload (a million of them). The draws are the ones
+    # rng.choices and Runtime.sample make, in the same order.
+    drawn = {load.name: _Draws(load) for load in LOADS}
+    names = {
+        (team, load.name): (
+            team_name(team),
+            queue_name(team, load.name, args.teams, args.divisions),
+        )
+        for team in range(args.teams)
+        for load in LOADS
+    }
     for i, (created, team, load) in enumerate(zip(arrivals, team_of, class_of, strict=True)):
-        gpus = rng.choices(load.gpus[0], weights=load.gpus[1])[0]
-        runtime = min(load.runtime.sample(rng), load.cap)
+        draws = drawn[load.name]
+        gpus = draws.gpus(rng)
+        runtime = draws.runtime(rng)
         per_pod = min(gpus, 8)
         pod_set = PodSet(
             "main",
             gpus // per_pod,
             {GPU: per_pod, "cpu": cpu_milli * per_pod, "memory": gib * per_pod},
-            tolerations=SPOT_TOLERATION if load.name == "eval-batch" else (),
+            tolerations=draws.tolerations,
         )
-        queue = queue_name(team, load.name, args.teams, args.divisions)
+        namespace, queue = names[team, load.name]
         workloads.append(
             (
                 Workload(
                     name=f"job-{i:07d}",
-                    namespace=team_name(team),
+                    namespace=namespace,
                     cluster_queue=queue,
                     pod_sets=(pod_set,),
-                    priority=load.priority,
+                    priority=draws.priority,
                     creation_time=created,
                     runtime=runtime,
                     checkpoint_interval=load.checkpoint,
@@ -150,6 +160,46 @@ def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
         if (i + 1) % step == 0:
             tick(i + 1)
     return Trace(workloads, offered, biggest)
+
+
+def arrival_times(rng: random.Random, span: float, count: int) -> list[float]:
+    """``count`` arrival times over ``span`` seconds, sorted, thinned to
+    ``intensity``."""
+    arrivals: list[float] = []
+    rand = rng.random
+    while len(arrivals) < count:
+        t = rand() * span
+        if rand() * 1.6 < intensity(t):
+            arrivals.append(t)
+    arrivals.sort()
+    return arrivals
+
+
+class _Draws:
+    """A class's draws as ``rng.choices`` (its GPUs per job) and
+    ``Runtime.sample`` (its run time) make them, with what they work out on
+    every call worked out once, and what its workloads share."""
+
+    def __init__(self, load: ClassLoad) -> None:
+        self.sizes = load.gpus[0]
+        self.cumulative = list(itertools.accumulate(load.gpus[1]))
+        self.total = self.cumulative[-1] + 0.0
+        self.last = len(self.sizes) - 1
+        runtime = load.runtime
+        assert runtime.mean is not None and runtime.mean > runtime.median  # lognormal
+        self.mu = math.log(runtime.median)
+        self.sigma = math.sqrt(2 * math.log(runtime.mean / runtime.median))
+        self.cap = load.cap
+        self.priority = load.priority
+        self.tolerations = SPOT_TOLERATION if load.name == "eval-batch" else ()
+
+    def gpus(self, rng: random.Random) -> int:
+        """``rng.choices(sizes, weights)[0]``, its sums kept."""
+        return self.sizes[bisect.bisect(self.cumulative, rng.random() * self.total, 0, self.last)]
+
+    def runtime(self, rng: random.Random) -> float:
+        """``Runtime.sample``, its logarithms kept, cut at the class's cap."""
+        return min(math.exp(rng.normalvariate(self.mu, self.sigma)), self.cap)
 
 
 def quota(flavor: str, gpus: int, borrow: int) -> dict[str, Any]:
