@@ -12,6 +12,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Iterator
 
@@ -68,10 +69,12 @@ class QueueBoard:
     ) -> None:
         self.ready: set[str] = set()
         self.ready_in: dict[str, set[str]] = {}
-        # ready_in's groups by name, sorted when first asked since they last
-        # changed: a replay's cycles ask for the same group's names again and
-        # again, its ready queues mostly as they were. Each list is replaced,
-        # never changed in place: a cycle walks it while its pops unmark queues.
+        # ready_in's groups by name, sorted when first asked, then kept in
+        # order as queues come and go (a copy with one name put in or taken
+        # out, not a sort of them all: a replay's cycles ask for the same
+        # group's names again and again, and most cycles change them). Each
+        # list is replaced, never changed in place: a cycle walks it while
+        # its pops unmark queues.
         self._sorted_in: dict[str, list[str]] = {}
         self.parking: set[str] = set()
         self.parking_in: dict[str, set[str]] = {}
@@ -88,7 +91,11 @@ class QueueBoard:
             self._sorted_in.pop(group, None)
         elif queue not in members:
             members.add(queue)
-            self._sorted_in.pop(group, None)
+            known = self._sorted_in.get(group)
+            if known is not None:
+                known = known.copy()
+                bisect.insort(known, queue)
+                self._sorted_in[group] = known
 
     def unmark_ready(self, queue: str) -> None:
         self.ready.discard(queue)
@@ -96,7 +103,11 @@ class QueueBoard:
         members = self.ready_in.get(group)
         if members is not None and queue in members:
             members.discard(queue)
-            self._sorted_in.pop(group, None)
+            known = self._sorted_in.get(group)
+            if known is not None:
+                known = known.copy()
+                del known[bisect.bisect_left(known, queue)]
+                self._sorted_in[group] = known
 
     def ready_among(self, groups: set[str] | None) -> list[str]:
         """The ready queues of ``groups`` (None: of all), by name. The list

@@ -256,7 +256,7 @@ def test_a_cycle_in_some_groups_visits_only_their_ready_queues() -> None:
 
 def test_a_groups_names_given_out_stay_as_given_while_its_queues_come_and_go() -> None:
     """A cycle walks the names while its pops take queues off the board; the
-    names are kept between cycles and sorted again only after a change."""
+    names are kept between cycles, and after a change given as a new list."""
     group_of = {"a1": "A", "a2": "A", "a3": "A"}
     board = QueueBoard(group_of=group_of)
     queues = {
@@ -275,6 +275,37 @@ def test_a_groups_names_given_out_stay_as_given_while_its_queues_come_and_go() -
     assert board.ready_among({"A"}) == ["a2", "a3"]
     queues["a3"].push(Workload("w-a3b", "a3", (PodSet("main", 1, {"cpu": 1000}),)))
     assert board.ready_among({"A"}) == ["a2", "a3"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(("mark", "unmark", "ask")), st.integers(0, 7)),
+        max_size=60,
+    )
+)
+def test_a_groups_names_stay_in_order_as_its_queues_come_and_go(
+    steps: list[tuple[str, int]],
+) -> None:
+    """Once asked, a group's names are kept in order by putting a name in or
+    taking it out, not by sorting them again: after any run of comings and
+    goings they are the ready queues of the group, sorted, and a list given
+    out before is as it was given."""
+    names = [f"q{i}" for i in (3, 0, 7, 1, 6, 2, 5, 4)]
+    board = QueueBoard(group_of=dict.fromkeys(names, "G"))
+    given_out: list[tuple[list[str], list[str]]] = []
+    for action, index in steps:
+        name = names[index]
+        if action == "mark":
+            board.mark_ready(name)
+        elif action == "unmark":
+            board.unmark_ready(name)
+        else:
+            walked = board.ready_among({"G"})
+            given_out.append((walked, list(walked)))
+        assert board.ready_among({"G"}) == sorted(board.ready_in.get("G", ()))
+    for walked, as_given in given_out:
+        assert walked == as_given
 
 
 def test_a_head_requeued_with_a_new_time_takes_its_new_place() -> None:
