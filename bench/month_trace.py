@@ -185,10 +185,14 @@ class _Draws:
         self.cumulative = list(itertools.accumulate(load.gpus[1]))
         self.total = self.cumulative[-1] + 0.0
         self.last = len(self.sizes) - 1
-        runtime = load.runtime
-        assert runtime.mean is not None and runtime.mean > runtime.median  # lognormal
+        runtime, mean = load.runtime, load.runtime.mean
         self.mu = math.log(runtime.median)
-        self.sigma = math.sqrt(2 * math.log(runtime.mean / runtime.median))
+        self.sigma = 0.0
+        self.fixed: float | None = None
+        if mean is None or mean <= runtime.median:
+            self.fixed = runtime.median  # no draw, as Runtime.sample
+        else:
+            self.sigma = math.sqrt(2 * math.log(mean / runtime.median))
         self.cap = load.cap
         self.priority = load.priority
         self.tolerations = SPOT_TOLERATION if load.name == "eval-batch" else ()
@@ -199,6 +203,8 @@ class _Draws:
 
     def runtime(self, rng: random.Random) -> float:
         """``Runtime.sample``, its logarithms kept, cut at the class's cap."""
+        if self.fixed is not None:
+            return min(self.fixed, self.cap)
         return min(math.exp(rng.normalvariate(self.mu, self.sigma)), self.cap)
 
 

@@ -5,6 +5,7 @@ made from it moves."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from month_trace import LOADS, _Draws
+
+from queues.engine.generate import Runtime
 
 
 def test_each_class_draws_what_choices_and_sample_draw() -> None:
@@ -25,3 +28,15 @@ def test_each_class_draws_what_choices_and_sample_draw() -> None:
             drawn = draws.runtime(worked_out)
             assert drawn == runtime, load.name  # equal floats, not close ones
         assert draws.priority == load.priority
+
+
+def test_a_class_with_a_fixed_runtime_takes_no_draw_for_it() -> None:
+    """Runtime.sample gives the median, drawing nothing, when no mean above
+    it is given: the draws after it stay where they were."""
+    for runtime in (Runtime(300.0), Runtime(300.0, 200.0)):
+        load = dataclasses.replace(LOADS[0], runtime=runtime)
+        draws = _Draws(load)
+        asked, worked_out = random.Random(3), random.Random(3)
+        for _ in range(50):
+            assert draws.runtime(worked_out) == min(load.runtime.sample(asked), load.cap)
+            assert draws.gpus(worked_out) == asked.choices(load.gpus[0], weights=load.gpus[1])[0]
