@@ -277,12 +277,12 @@ class NominationMemory(SchedulerState):
         trees (``_quiet_trees``): it would tell their heads, unasked, what
         their last cycle told them, and change nothing."""
         quiet = self._quiet_trees({group})
-        roots = self.roots_in.get(group, ())
-        if len(roots) == 1:
-            # A group of one tree (most are: a division's cohort): its ready
-            # queues are all in it, so they need not be listed (sorted, after
-            # most cycles, as their set changed).
-            return roots[0] in quiet or not self.board.ready_in.get(group)
+        # Its ready queues are listed (sorted, after most cycles, as their
+        # set changed) only when some of its trees are quiet and some not.
+        if len(quiet) == len(self.roots_in.get(group, ())) or not self.board.ready_in.get(group):
+            return True
+        if not quiet:
+            return False  # a ready queue, in a tree that is not quiet
         root_of = self._root_of
         return all(root_of[name] in quiet for name in self.board.ready_among({group}))
 
