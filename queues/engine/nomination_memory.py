@@ -52,6 +52,19 @@ RangedAnswer = tuple[int, list[RangedReading], float | None]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class BlockHead:
+    """One queue's head in its tree's block: the workload, its entry, and
+    its queue's version when its answer holds over ranges (else -1). One
+    lookup for what a cycle checks of every head it tells with the block
+    (``NominationMemory._told_by_block``)."""
+
+    def __init__(self, workload: Workload, entry: Entry, ranged_version: int) -> None:
+        self.workload = workload
+        self.entry = entry
+        self.ranged_version = ranged_version
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class StandingBlock:
     """The StrictFIFO heads of one cohort tree that its cycles left
     standing (``Scheduler._standing``), with what each was told, at the
@@ -73,16 +86,14 @@ class StandingBlock:
 
     def __init__(self, version: int) -> None:
         self.version = version
-        # By ClusterQueue: its resting head, and that head's entry.
-        self.heads: dict[str, Workload] = {}
-        self.entries: dict[str, Entry] = {}
+        # By ClusterQueue: its resting head, with that head's entry (and its
+        # queue's version then, if its answer holds over ranges).
+        self.heads: dict[str, BlockHead] = {}
         # By workload key: what each was told.
         self.told: dict[str, Pending] = {}
         # By ClusterQueue, of the heads whose answers hold over ranges: its
-        # queue's version then, its ranges, and the room it was last told
-        # its requests found.
-        self.ranged_versions: dict[str, int] = {}
-        self._readings: dict[str, list[RangedReading]] = {}
+        # ranges, and the room it was last told its requests found.
+        self.readings: dict[str, list[RangedReading]] = {}
         # Of those that asked hopeless victim searches: the queue order time
         # they were asked at (hopeless_as_used holds them to it).
         self.searching: dict[str, float] = {}
@@ -99,13 +110,14 @@ class StandingBlock:
 
     def add(self, entry: Entry, told: Pending, ranged: RangedAnswer | None) -> None:
         name = entry.queue.name
-        self.heads[name] = entry.workload
-        self.entries[name] = entry
         self.told[entry.workload.key] = told
-        if ranged is not None:
-            self.ranged_versions[name], self._readings[name], ordered = ranged
-            if ordered is not None:
-                self.searching[name] = ordered
+        if ranged is None:
+            self.heads[name] = BlockHead(entry.workload, entry, -1)
+            return
+        version, self.readings[name], ordered = ranged
+        self.heads[name] = BlockHead(entry.workload, entry, version)
+        if ordered is not None:
+            self.searching[name] = ordered
 
     def drop_unkept(self) -> None:
         """Only the heads the cycle found still resting stay."""
@@ -113,11 +125,9 @@ class StandingBlock:
             return
         kept = set(self.kept)
         for name in [name for name in self.heads if name not in kept]:
-            workload = self.heads.pop(name)
-            del self.entries[name]
-            del self.told[workload.key]
-            if self.ranged_versions.pop(name, None) is not None:
-                del self._readings[name]
+            head = self.heads.pop(name)
+            del self.told[head.workload.key]
+            if self.readings.pop(name, None) is not None:
                 self.searching.pop(name, None)
 
     def refigure(self) -> None:
@@ -127,7 +137,7 @@ class StandingBlock:
         if read, as a head asked again is (``Pending.worded``); the others
         lapsed, to be asked again."""
         refigured = self.refigured
-        for name, readings in self._readings.items():
+        for name, readings in self.readings.items():
             held = True
             moved = False
             for reading in readings:
@@ -139,7 +149,7 @@ class StandingBlock:
                     moved = True
             if held and self.searching:
                 ordered = self.searching.get(name)
-                held = ordered is None or ordered == self.entries[name].workload.queue_order_time
+                held = ordered is None or ordered == self.heads[name].workload.queue_order_time
             if not held:
                 self.lapsed.add(name)
                 continue
@@ -149,7 +159,7 @@ class StandingBlock:
             for reading in readings:
                 reading.room = max(0, reading.cell.available())
                 figures[reading.fr] = reading.room
-            entry = self.entries[name]
+            entry = self.heads[name].entry
             assignment = entry.assignment
             assert assignment is not None  # a ranged head's answer is its assignment's
             key = entry.workload.key
@@ -162,7 +172,7 @@ class StandingBlock:
             return self.told
         told = self.told
         heads = self.heads
-        return {heads[name].key: told[heads[name].key] for name in self.kept}
+        return {heads[name].workload.key: told[heads[name].workload.key] for name in self.kept}
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -302,7 +312,7 @@ class NominationMemory(SchedulerState):
         block.version_holds = block.version == self.tree_versions[root]
         if block.version_holds:
             return block
-        if not block.ranged_versions:
+        if not block.readings:
             return None
         block.refigure()
         return block
@@ -312,14 +322,14 @@ class NominationMemory(SchedulerState):
         block's head there, whose nomination is still the one the block
         holds (a cycle that asked it again since, or the table cleared,
         leaves the block behind) and holds as _nomination would find."""
-        if block.heads.get(name) is not resting:
+        head = block.heads.get(name)
+        if head is None or head.workload is not resting:
             return False
         known = self._nominations.get(resting.key)
-        if known is None or known[1] is not block.entries[name]:
+        if known is None or known[1] is not head.entry:
             return False
         return block.version_holds or (
-            block.ranged_versions.get(name, -1) == self.queue_versions[name]
-            and name not in block.lapsed
+            head.ranged_version == self.queue_versions[name] and name not in block.lapsed
         )
 
     def _range_witness(self, entry: Entry) -> RangedAnswer | None:

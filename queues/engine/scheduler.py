@@ -206,18 +206,29 @@ class Scheduler(NominationMemory):
         blocks: dict[str, StandingBlock | None] = {}
         if not leave_standing and self._blocks:
             self._blocks.clear()  # its heads are asked, not told, meanwhile
+        # The tree of the queue before, and what the walk knows of it: most
+        # groups are one tree, so it is looked up once per run of its queues
+        # rather than once per queue (a cycle walks dozens).
+        last_root: str | None = None
+        tree_quiet = False
+        tree_block: StandingBlock | None = None
         for name in self.board.ready_among(groups):
             root = self._root_of[name]
-            if root in quiet or name in self._stopped:
+            if root != last_root:
+                last_root = root
+                tree_quiet = root in quiet
+                if not tree_quiet:
+                    if root not in before:
+                        before[root] = self._signature(root)
+                        if leave_standing:
+                            blocks[root] = self._standing_block(root)
+                    tree_block = blocks.get(root)
+            if tree_quiet or name in self._stopped:
                 continue
-            if root not in before:
-                before[root] = self._signature(root)
-                if leave_standing:
-                    blocks[root] = self._standing_block(root)
             pending_queue = self.queues[name]
             resting = pending_queue.resting if leave_standing else None
             if resting is not None:
-                block = blocks[root]
+                block = tree_block
                 if block is not None and not self._told_by_block(block, name, resting):
                     block = None
                 if block is not None and not self.check_reuse:
