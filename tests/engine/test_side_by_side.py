@@ -1,0 +1,75 @@
+"""``bench/side_by_side.py``: two commits' replays side by side. What it
+compares between runs leaves out only what moves with time, and a run
+against the checkout's own HEAD says the answers are the same and leaves no
+worktree behind (no database)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "bench" / "side_by_side.py"
+
+_spec = importlib.util.spec_from_file_location("side_by_side", TOOL)
+assert _spec is not None and _spec.loader is not None
+side_by_side = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(side_by_side)
+
+RUN = """engine: compiled with mypyc (28 modules)
+  generated     2,000     0.1 s  RSS 50 MiB
+generation 0.1 s, RSS 50 MiB (500 bytes a workload)
+workloads 2,000; generation 0.1 s; replay {replay} s (set-up 0.0 s, run 0.3 s)
+  replay  50.0%  1,000/2,000 finished  sim day   1.0  1,000 admissions  0.2 s  RSS 51 MiB
+admissions {admissions} ({rate}/s), cycles 9,000, preemptions 0 {{}}, livelocks 0
+nominations {nominations} (interactive-dev 900)
+memory: baseline 43 MiB, after generation 50 MiB, after replay 51 MiB, peak (ru_maxrss) 51 MiB
+interactive-dev      1,000     1,000         0 s        10 s        2 s         0
+"""
+
+
+def test_what_moves_with_time_is_left_out_and_the_answers_are_not() -> None:
+    first = RUN.format(replay="0.4", admissions="2,000", rate="5,000", nominations="2,100")
+    slower = RUN.format(replay="0.9", admissions="2,000", rate="2,222", nominations="1,900")
+    assert side_by_side.answers(first) == side_by_side.answers(slower)
+    fewer = RUN.format(replay="0.4", admissions="1,999", rate="5,000", nominations="2,100")
+    assert side_by_side.answers(first) != side_by_side.answers(fewer)
+    assert side_by_side.replay_seconds(slower) == 0.9
+    assert any(line.startswith("interactive-dev") for line in side_by_side.answers(first))
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout")
+def test_a_run_against_head_gives_the_same_answers_and_removes_its_worktree() -> None:
+    args = ["--workloads", "300", "--teams", "4", "--divisions", "2"]
+    done = subprocess.run(
+        [sys.executable, str(TOOL), "HEAD", "--pure", "--runs", "1", "--", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "answers: the same" in done.stdout
+    assert "working tree / baseline, each run against its partner on the same core" in done.stdout
+    worktrees = subprocess.run(
+        ["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert "berth-baseline-" not in worktrees.stdout
+
+
+def test_a_baseline_that_is_no_commit_is_refused_by_name() -> None:
+    done = subprocess.run(
+        [sys.executable, str(TOOL), "no-such-commit", "--pure"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "baseline: 'no-such-commit' is not a commit here" in done.stderr
