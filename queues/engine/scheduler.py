@@ -213,6 +213,8 @@ class Scheduler(NominationMemory):
         tree_quiet = False
         tree_block: StandingBlock | None = None
         for name in self.board.ready_among(groups):
+            if name in self._stopped:
+                continue  # its tree is met only through the queues it cycles
             root = self._root_of[name]
             if root != last_root:
                 last_root = root
@@ -223,7 +225,7 @@ class Scheduler(NominationMemory):
                         if leave_standing:
                             blocks[root] = self._standing_block(root)
                     tree_block = blocks.get(root)
-            if tree_quiet or name in self._stopped:
+            if tree_quiet:
                 continue
             pending_queue = self.queues[name]
             resting = pending_queue.resting if leave_standing else None

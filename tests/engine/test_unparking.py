@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from queues.engine.model import Policy, Workload
 from queues.engine.scenario import parse
+from queues.engine.scheduler import Scheduler
 from queues.engine.simulator import Simulator
 from tests.engine.test_nomination_reuse import cohort_job, cohort_queue, simulator_for
 from tests.engine.test_properties import draw_workloads, policies
@@ -227,3 +228,22 @@ def test_a_parked_head_holding_capacity_is_cycled_beside_a_head_that_reads_it() 
     # At 4: told, then told again once b2 had parked (two cycles telling).
     at_four = [dict((k, m) for k, _, m in said) for now, said in cycled[-1] if now == 4.0]
     assert at_four[-1]["default/p1"].endswith("Pending the preemption of 1 workload(s)")
+
+
+def test_a_tree_whose_only_ready_queue_is_stopped_is_never_remembered_quiet() -> None:
+    # A cycle does not visit a stopped queue: "s"'s tree is not met, so it is
+    # neither remembered quiet nor told to ask nothing, while "a"'s is.
+    stopped = {**cohort_queue("s", 2, cohort="c2"), "stopPolicy": "Hold"}
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [cohort_queue("a", 2, cohort="c1"), stopped],
+            "workloads": [cohort_job("gang", "a", 4, 0), cohort_job("held", "s", 1, 0)],
+        }
+    )
+    scheduler = Scheduler(scenario.policy, scenario.workloads)
+    for _ in range(2):
+        scheduler.cycle(1.0)
+    assert set(scheduler._quiet) == {"c1"}
+    assert scheduler._asks_nothing(scheduler.group_of["a"])
+    assert not scheduler._asks_nothing(scheduler.group_of["s"])
