@@ -17,18 +17,24 @@ each: every run has a partner on the same core just before or after it,
 and the ratio of each such pair is printed, with their median.
 
 Every run must give the same answers: its output, the timing, memory and
-progress lines left out, is compared with the first run of the other side
-(admissions, cycles of each kind, preemptions and the waits table); where
-they differ, the lines are shown. A change that means to move counts (the
-nominations, say) shows which. Prints figures; asserts nothing. The
-worktree is removed at the end (``--keep`` leaves it).
+progress lines left out, is compared with the baseline's first run
+(admissions, cycles of each kind, nominations and answers reused,
+preemptions and the waits table); where they differ, the lines are shown.
+A change that means to move counts (the nominations, say) shows which.
+Both sides must run the engine alike, compiled or pure (each side's
+``engine:`` line is printed). ``--so-far``, ``--workers``, ``--profile``
+and ``--tracemalloc`` print timings of their own and are refused. Prints
+figures; asserts nothing. The worktree is removed at the end, however the
+run ends (``--keep`` leaves it).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,9 +48,9 @@ BENCH = Path("bench") / "replay_scale.py"
 
 # Lines of replay_scale.py's output that move from run to run, or with the
 # engine's speed: left out when two runs' answers are compared.
-_MOVING = re.compile(
-    r"^(workloads |engine:|generat|memory|cycle times|  replay|nominations)|wall|progress|RSS"
-)
+_MOVING = re.compile(r"^(workloads |engine:|generat|memory|cycle times|  replay)|RSS")
+# replay_scale.py's options that print timings of their own.
+_REFUSED = ("--so-far", "--workers", "--profile", "--tracemalloc")
 _RATE = re.compile(r"\([0-9,.]+/s\)")
 _REPLAY = re.compile(r"^workloads .*replay ([0-9.]+) s", re.MULTILINE)
 
@@ -54,6 +60,25 @@ def answers(output: str) -> list[str]:
     return [_RATE.sub("", line) for line in output.splitlines() if not _MOVING.search(line)]
 
 
+def verdict(outputs: list[tuple[str, str]]) -> list[str]:
+    """Whether every run (side, output) gave the baseline's first run's
+    answers; where some did not, how the first of them differs."""
+    expected = answers(next(output for side, output in outputs if side == "baseline"))
+    differing = [(side, said) for side, said in ((s, answers(o)) for s, o in outputs)]
+    differing = [(side, said) for side, said in differing if said != expected]
+    if not differing:
+        return [
+            f"answers: the same in all {len(outputs)} runs (admissions, cycles, nominations, "
+            "preemptions, waits)"
+        ]
+    side, said = differing[0]
+    shown = list(difflib.unified_diff(expected, said, "baseline", side, lineterm=""))
+    return [
+        f"answers: DIFFER in {len(differing)} of {len(outputs)} runs; the first, {side}:",
+        *(f"  {line}" for line in shown[:40]),
+    ]
+
+
 def replay_seconds(output: str) -> float:
     found = _REPLAY.search(output)
     if found is None:
@@ -61,44 +86,56 @@ def replay_seconds(output: str) -> float:
     return float(found.group(1))
 
 
-def checkout(commit: str, pure: bool) -> Path:
-    """The commit in a worktree of its own, its engine compiled unless ``pure``."""
-    where = Path(tempfile.mkdtemp(prefix="berth-baseline-"))
-    subprocess.run(
+def engine_line(output: str) -> str:
+    """What the run said of its engine: compiled, or pure Python."""
+    return next((line for line in output.splitlines() if line.startswith("engine:")), "")
+
+
+class RunFailed(Exception):
+    pass
+
+
+def checkout(commit: str, where: Path) -> None:
+    """The commit in a worktree of its own at ``where``."""
+    added = subprocess.run(
         ["git", "worktree", "add", "--detach", "--force", str(where), commit],
         cwd=ROOT,
-        check=True,
         capture_output=True,
+        text=True,
+        check=False,
     )
-    if not pure:
-        print(f"==> compiling the baseline's engine in {where} (a minute or two)", flush=True)
-        started = time.monotonic()
-        subprocess.run([sys.executable, "scripts/build_engine.py"], cwd=where, check=True)
-        print(f"==> built in {time.monotonic() - started:.0f} s", flush=True)
-    return where
+    if added.returncode != 0:
+        raise RunFailed(f"git worktree add {where} {commit}:\n{added.stderr}")
+
+
+def compile_engine(where: Path) -> None:
+    print(f"==> compiling the baseline's engine in {where} (a minute or two)", flush=True)
+    started = time.monotonic()
+    built = subprocess.run([sys.executable, "scripts/build_engine.py", "--require"], cwd=where)
+    if built.returncode != 0:
+        raise RunFailed("the baseline's engine did not compile (above): try --pure")
+    print(f"==> built in {time.monotonic() - started:.0f} s", flush=True)
 
 
 def run_once(tree: Path, core: int | None, bench_args: list[str], pure: bool) -> str:
     env = dict(os.environ, PYTHONPATH=str(tree))
     if pure:
         env["BERTH_PURE_ENGINE"] = "1"
-
-    def pin() -> None:
-        if core is not None:
-            os.sched_setaffinity(0, {core})
-
-    done = subprocess.run(
+    # Pinned once started: a pre-exec hook is not safe with two threads starting runs.
+    with subprocess.Popen(
         [sys.executable, str(BENCH), *bench_args],
         cwd=tree,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=pin,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"replay_scale.py failed in {tree}:\n{done.stderr[-2000:]}")
-    return done.stdout
+    ) as process:
+        if core is not None:
+            os.sched_setaffinity(process.pid, {core})
+        stdout, stderr = process.communicate()
+    if process.returncode != 0:
+        raise RunFailed(f"replay_scale.py failed in {tree}:\n{stderr[-2000:]}")
+    return stdout
 
 
 def main() -> int:
@@ -117,6 +154,9 @@ def main() -> int:
     args.bench_args = bench_args
     if args.runs < 1:
         parser.error("--runs: at least 1")
+    for refused in _REFUSED:
+        if any(arg.split("=")[0] == refused for arg in bench_args):
+            parser.error(f"{refused}: prints timings of its own, which differ from run to run")
     sha = subprocess.run(
         ["git", "rev-parse", "--verify", f"{args.baseline}^{{commit}}"],
         cwd=ROOT,
@@ -126,14 +166,24 @@ def main() -> int:
     )
     if sha.returncode != 0:
         parser.error(f"baseline: {args.baseline!r} is not a commit here")
-    base = checkout(sha.stdout.strip(), args.pure)
+    base = Path(tempfile.mkdtemp(prefix="berth-baseline-"))
     try:
+        checkout(sha.stdout.strip(), base)
+        if not args.pure:
+            compile_engine(base)
         return compare(base, args)
+    except RunFailed as failed:
+        print(f"error: {failed}", file=sys.stderr)
+        return 1
     finally:
         if not args.keep:
             subprocess.run(
-                ["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False
+                ["git", "worktree", "remove", "--force", str(base)],
+                cwd=ROOT,
+                capture_output=True,
+                check=False,
             )
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def compare(base: Path, args: argparse.Namespace) -> int:
@@ -143,18 +193,27 @@ def compare(base: Path, args: argparse.Namespace) -> int:
     if len(cores) < 2:
         cores = [None]  # one core: the turns run one after another
     times: dict[tuple[str, int, int], float] = {}
-    outputs: dict[str, str] = {}
+    outputs: list[tuple[str, str]] = []
+    failures: list[str] = []
     lock = threading.Lock()
 
     def turns(slot: int, core: int | None) -> None:
-        order = ["baseline", "working tree"] if slot == 0 else ["working tree", "baseline"]
         for run in range(args.runs):
-            for side in order:
-                output = run_once(sides[side], core, args.bench_args, args.pure)
-                seconds = replay_seconds(output)
+            # Each core starts with the other side; one core alone alternates.
+            first = "baseline" if (slot + run * (len(cores) == 1)) % 2 == 0 else "working tree"
+            for side in (first, "working tree" if first == "baseline" else "baseline"):
+                if failures:
+                    return  # the other core's run failed: stop here too
+                try:
+                    output = run_once(sides[side], core, args.bench_args, args.pure)
+                    seconds = replay_seconds(output)
+                except RunFailed as failed:
+                    with lock:
+                        failures.append(str(failed))
+                    return
                 with lock:
                     times[(side, slot, run)] = seconds
-                    outputs.setdefault(side, output)
+                    outputs.append((side, output))
                     print(
                         f"  core {core if core is not None else '-'}  run {run + 1}  "
                         f"{side:<12}  replay {seconds:.1f} s",
@@ -169,8 +228,13 @@ def compare(base: Path, args: argparse.Namespace) -> int:
         thread.start()
     for thread in threads:
         thread.join()
-    if len(times) != 2 * args.runs * len(cores):
-        return 1  # a run failed and said why
+    if failures:
+        raise RunFailed(failures[0])
+    engines = {side: engine_line(output) for side, output in reversed(outputs)}
+    for side in sides:
+        print(f"{side:<12}  {engines[side] or 'engine: not said'}")
+    if len({engine.split(" (")[0] for engine in engines.values()}) != 1:
+        raise RunFailed("the two sides ran the engine differently: their figures do not compare")
     ratios = [
         times[("working tree", slot, run)] / times[("baseline", slot, run)]
         for slot in range(len(cores))
@@ -184,13 +248,8 @@ def compare(base: Path, args: argparse.Namespace) -> int:
         f"working tree / baseline, each run against its partner on the same core: median "
         f"{statistics.median(ratios):.3f} ({', '.join(f'{r:.3f}' for r in sorted(ratios))})"
     )
-    before, after = answers(outputs["baseline"]), answers(outputs["working tree"])
-    if before == after:
-        print("answers: the same (admissions, cycles, preemptions, waits)")
-    else:
-        print("answers: DIFFER")
-        for line in sorted(set(before) ^ set(after))[:20]:
-            print(f"  {'-' if line in before else '+'} {line}")
+    for line in verdict(outputs):
+        print(line)
     return 0
 
 

@@ -34,32 +34,73 @@ interactive-dev      1,000     1,000         0 s        10 s        2 s         
 
 def test_what_moves_with_time_is_left_out_and_the_answers_are_not() -> None:
     first = RUN.format(replay="0.4", admissions="2,000", rate="5,000", nominations="2,100")
-    slower = RUN.format(replay="0.9", admissions="2,000", rate="2,222", nominations="1,900")
+    slower = RUN.format(replay="0.9", admissions="2,000", rate="2,222", nominations="2,100")
     assert side_by_side.answers(first) == side_by_side.answers(slower)
     fewer = RUN.format(replay="0.4", admissions="1,999", rate="5,000", nominations="2,100")
     assert side_by_side.answers(first) != side_by_side.answers(fewer)
+    asked = RUN.format(replay="0.4", admissions="2,000", rate="5,000", nominations="1,900")
+    assert side_by_side.answers(first) != side_by_side.answers(asked)
     assert side_by_side.replay_seconds(slower) == 0.9
     assert any(line.startswith("interactive-dev") for line in side_by_side.answers(first))
 
 
-@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout")
-def test_a_run_against_head_gives_the_same_answers_and_removes_its_worktree() -> None:
-    args = ["--workloads", "300", "--teams", "4", "--divisions", "2"]
-    done = subprocess.run(
-        [sys.executable, str(TOOL), "HEAD", "--pure", "--runs", "1", "--", *args],
+def test_a_run_that_gives_other_answers_is_shown_against_the_baseline() -> None:
+    base = RUN.format(replay="0.4", admissions="2,000", rate="5,000", nominations="2,100")
+    again = RUN.format(replay="0.5", admissions="2,000", rate="4,000", nominations="2,100")
+    other = RUN.format(replay="0.4", admissions="1,999", rate="5,000", nominations="2,100")
+    same = side_by_side.verdict([("baseline", base), ("working tree", again)])
+    assert same == [
+        "answers: the same in all 2 runs (admissions, cycles, nominations, preemptions, waits)"
+    ]
+    runs = [("working tree", again), ("baseline", base), ("working tree", other)]
+    shown = side_by_side.verdict(runs)
+    assert shown[0] == "answers: DIFFER in 1 of 3 runs; the first, working tree:"
+    assert "  -admissions 2,000 , cycles 9,000, preemptions 0 {}, livelocks 0" in shown
+    assert "  +admissions 1,999 , cycles 9,000, preemptions 0 {}, livelocks 0" in shown
+
+
+def _side_by_side(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(TOOL), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
-    assert "answers: the same" in done.stdout
-    assert "working tree / baseline, each run against its partner on the same core" in done.stdout
-    worktrees = subprocess.run(
+
+
+def _worktrees() -> str:
+    listed = subprocess.run(
         ["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert "berth-baseline-" not in worktrees.stdout
+    return listed.stdout
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout")
+def test_a_run_against_head_gives_the_same_answers_and_removes_its_worktree() -> None:
+    args = ["--workloads", "300", "--teams", "4", "--divisions", "2"]
+    done = _side_by_side("HEAD", "--pure", "--runs", "1", "--", *args)
+    assert done.returncode == 0, done.stderr
+    assert "answers: the same in all 4 runs" in done.stdout
+    assert "working tree / baseline, each run against its partner on the same core" in done.stdout
+    assert "baseline      engine: pure Python" in done.stdout
+    assert "berth-baseline-" not in _worktrees()
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout")
+def test_a_run_that_fails_says_why_and_removes_the_worktree() -> None:
+    done = _side_by_side("HEAD", "--pure", "--runs", "1", "--", "--workloads", "many")
+    assert done.returncode == 1
+    assert "error: replay_scale.py failed in" in done.stderr
+    assert "--workloads: invalid int value: 'many'" in done.stderr
+    assert "berth-baseline-" not in _worktrees()
+
+
+def test_options_that_print_timings_of_their_own_are_refused() -> None:
+    done = _side_by_side("HEAD", "--pure", "--", "--so-far", "5")
+    assert done.returncode == 2
+    assert "--so-far: prints timings of its own" in done.stderr
 
 
 def test_a_baseline_that_is_no_commit_is_refused_by_name() -> None:
