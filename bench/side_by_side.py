@@ -20,12 +20,14 @@ Every run must give the same answers: its output, the timing, memory and
 progress lines left out, is compared with the baseline's first run
 (admissions, cycles of each kind, nominations and answers reused,
 preemptions and the waits table); where they differ, the lines are shown.
-A change that means to move counts (the nominations, say) shows which.
-Both sides must run the engine alike, compiled or pure (each side's
-``engine:`` line is printed). ``--so-far``, ``--workers``, ``--profile``
-and ``--tracemalloc`` print timings of their own and are refused. Prints
-figures; asserts nothing. The worktree is removed at the end, however the
-run ends (``--keep`` leaves it).
+A change that means to move counts (the nominations, say) shows which,
+and the exit status is then 1. Both sides must run the engine alike: each
+is asked before the runs, and a working tree whose engine changed since
+``make install`` compiled it (it would run as pure Python) is refused
+unless ``--pure``. ``--so-far``, ``--workers``, ``--profile`` and
+``--tracemalloc`` print timings of their own and are refused. The
+worktree is removed, and any run still going stopped, when the tool ends,
+fails, or is interrupted (Ctrl-C, SIGTERM); ``--keep`` leaves the worktree.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import difflib
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -82,17 +85,35 @@ def verdict(outputs: list[tuple[str, str]]) -> list[str]:
 def replay_seconds(output: str) -> float:
     found = _REPLAY.search(output)
     if found is None:
-        raise SystemExit(f"no replay time in the output:\n{output[-2000:]}")
+        raise RunFailed(f"no replay time in replay_scale.py's output:\n{output[-2000:]}")
     return float(found.group(1))
-
-
-def engine_line(output: str) -> str:
-    """What the run said of its engine: compiled, or pure Python."""
-    return next((line for line in output.splitlines() if line.startswith("engine:")), "")
 
 
 class RunFailed(Exception):
     pass
+
+
+def _environment(tree: Path, pure: bool) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    if pure:
+        env["BERTH_PURE_ENGINE"] = "1"
+    return env
+
+
+def engine_of(tree: Path, pure: bool) -> tuple[bool, str]:
+    """Whether the tree's engine runs compiled, and why (``queues.engine.ENGINE``)."""
+    asked = subprocess.run(
+        [sys.executable, "-c", "import queues.engine as e; print(e.ENGINE.compiled, e.ENGINE.why)"],
+        cwd=tree,
+        env=_environment(tree, pure),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if asked.returncode != 0:
+        raise RunFailed(f"asking {tree}'s engine:\n{asked.stderr[-2000:]}")
+    compiled, _, why = asked.stdout.strip().partition(" ")
+    return compiled == "True", why
 
 
 def checkout(commit: str, where: Path) -> None:
@@ -117,25 +138,56 @@ def compile_engine(where: Path) -> None:
     print(f"==> built in {time.monotonic() - started:.0f} s", flush=True)
 
 
-def run_once(tree: Path, core: int | None, bench_args: list[str], pure: bool) -> str:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    if pure:
-        env["BERTH_PURE_ENGINE"] = "1"
-    # Pinned once started: a pre-exec hook is not safe with two threads starting runs.
-    with subprocess.Popen(
-        [sys.executable, str(BENCH), *bench_args],
-        cwd=tree,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as process:
-        if core is not None:
-            os.sched_setaffinity(process.pid, {core})
-        stdout, stderr = process.communicate()
-    if process.returncode != 0:
-        raise RunFailed(f"replay_scale.py failed in {tree}:\n{stderr[-2000:]}")
-    return stdout
+class Runs:
+    """The replays under way, so that a failure, or the tool's end, stops
+    the others rather than leaving them running pinned to their cores."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.live: set[subprocess.Popen[str]] = set()
+        self.failures: list[str] = []
+        self.stopping = False
+
+    def once(self, tree: Path, core: int | None, bench_args: list[str], pure: bool) -> str:
+        with self.lock:
+            if self.stopping:
+                raise RunFailed("stopped")
+            process = subprocess.Popen(
+                [sys.executable, str(BENCH), *bench_args],
+                cwd=tree,
+                env=_environment(tree, pure),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            self.live.add(process)
+        try:
+            # Pinned once started: a pre-exec hook is not safe with two threads starting runs.
+            if core is not None:
+                os.sched_setaffinity(process.pid, {core})
+            stdout, stderr = process.communicate()
+        finally:
+            with self.lock:
+                self.live.discard(process)
+        if process.returncode != 0:
+            raise RunFailed(f"replay_scale.py failed in {tree}:\n{stderr[-2000:]}")
+        return stdout
+
+    def fail(self, why: str) -> None:
+        with self.lock:
+            if not self.stopping:
+                self.failures.append(why)
+        self.stop()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            for process in self.live:
+                process.terminate()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM: the worktree is removed as for Ctrl-C
 
 
 def main() -> int:
@@ -154,9 +206,12 @@ def main() -> int:
     args.bench_args = bench_args
     if args.runs < 1:
         parser.error("--runs: at least 1")
-    for refused in _REFUSED:
-        if any(arg.split("=")[0] == refused for arg in bench_args):
-            parser.error(f"{refused}: prints timings of its own, which differ from run to run")
+    for arg in bench_args:
+        name = arg.split("=")[0]
+        # argparse takes any unambiguous prefix of an option.
+        refused = [r for r in _REFUSED if len(name) > 2 and r.startswith(name)]
+        if arg.startswith("--") and refused:
+            parser.error(f"{refused[0]}: prints timings of its own, which differ from run to run")
     sha = subprocess.run(
         ["git", "rev-parse", "--verify", f"{args.baseline}^{{commit}}"],
         cwd=ROOT,
@@ -166,16 +221,22 @@ def main() -> int:
     )
     if sha.returncode != 0:
         parser.error(f"baseline: {args.baseline!r} is not a commit here")
+    signal.signal(signal.SIGTERM, _interrupted)
     base = Path(tempfile.mkdtemp(prefix="berth-baseline-"))
+    runs = Runs()
     try:
         checkout(sha.stdout.strip(), base)
         if not args.pure:
             compile_engine(base)
-        return compare(base, args)
+        return compare(base, args, runs)
     except RunFailed as failed:
         print(f"error: {failed}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     finally:
+        runs.stop()
         if not args.keep:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(base)],
@@ -186,32 +247,35 @@ def main() -> int:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def compare(base: Path, args: argparse.Namespace) -> int:
+def compare(base: Path, args: argparse.Namespace, runs: Runs) -> int:
     sides = {"baseline": base, "working tree": ROOT}
+    for side, tree in sides.items():
+        compiled, why = engine_of(tree, args.pure)
+        print(f"{side:<12}  engine: {why}")
+        if not compiled and not args.pure:
+            raise RunFailed(
+                f"the {side}'s engine would run as pure Python beside a compiled one: "
+                "run `make install` (or scripts/build_engine.py), or pass --pure"
+            )
     cores: list[int | None] = []
     cores.extend(sorted(os.sched_getaffinity(0))[:2])
     if len(cores) < 2:
         cores = [None]  # one core: the turns run one after another
     times: dict[tuple[str, int, int], float] = {}
     outputs: list[tuple[str, str]] = []
-    failures: list[str] = []
-    lock = threading.Lock()
 
     def turns(slot: int, core: int | None) -> None:
         for run in range(args.runs):
             # Each core starts with the other side; one core alone alternates.
             first = "baseline" if (slot + run * (len(cores) == 1)) % 2 == 0 else "working tree"
             for side in (first, "working tree" if first == "baseline" else "baseline"):
-                if failures:
-                    return  # the other core's run failed: stop here too
                 try:
-                    output = run_once(sides[side], core, args.bench_args, args.pure)
+                    output = runs.once(sides[side], core, args.bench_args, args.pure)
                     seconds = replay_seconds(output)
-                except RunFailed as failed:
-                    with lock:
-                        failures.append(str(failed))
+                except Exception as failed:  # said by the main thread; the other core stops
+                    runs.fail(str(failed))
                     return
-                with lock:
+                with runs.lock:
                     times[(side, slot, run)] = seconds
                     outputs.append((side, output))
                     print(
@@ -223,18 +287,16 @@ def compare(base: Path, args: argparse.Namespace) -> int:
     print(
         f"==> {args.runs} run(s) of each side per core: {' '.join(args.bench_args) or 'defaults'}"
     )
-    threads = [threading.Thread(target=turns, args=(slot, core)) for slot, core in enumerate(cores)]
+    threads = [
+        threading.Thread(target=turns, args=(slot, core), daemon=True)
+        for slot, core in enumerate(cores)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    if failures:
-        raise RunFailed(failures[0])
-    engines = {side: engine_line(output) for side, output in reversed(outputs)}
-    for side in sides:
-        print(f"{side:<12}  {engines[side] or 'engine: not said'}")
-    if len({engine.split(" (")[0] for engine in engines.values()}) != 1:
-        raise RunFailed("the two sides ran the engine differently: their figures do not compare")
+    if runs.failures:
+        raise RunFailed(runs.failures[0])
     ratios = [
         times[("working tree", slot, run)] / times[("baseline", slot, run)]
         for slot in range(len(cores))
@@ -248,9 +310,10 @@ def compare(base: Path, args: argparse.Namespace) -> int:
         f"working tree / baseline, each run against its partner on the same core: median "
         f"{statistics.median(ratios):.3f} ({', '.join(f'{r:.3f}' for r in sorted(ratios))})"
     )
-    for line in verdict(outputs):
+    said = verdict(outputs)
+    for line in said:
         print(line)
-    return 0
+    return 0 if said[0].startswith("answers: the same") else 1
 
 
 if __name__ == "__main__":
