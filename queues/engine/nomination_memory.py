@@ -119,6 +119,12 @@ class StandingBlock:
         if ordered is not None:
             self.searching[name] = ordered
 
+    def resting_head(self, name: str, resting: Workload) -> BlockHead | None:
+        """The queue's head in the block, if it is ``resting``, the head
+        resting there now."""
+        head = self.heads.get(name)
+        return head if head is not None and head.workload is resting else None
+
     def drop_unkept(self) -> None:
         """Only the heads the cycle found still resting stay."""
         if len(self.kept) == len(self.heads):
@@ -322,8 +328,8 @@ class NominationMemory(SchedulerState):
         block's head there, whose nomination is still the one the block
         holds (a cycle that asked it again since, or the table cleared,
         leaves the block behind) and holds as _nomination would find."""
-        head = block.heads.get(name)
-        if head is None or head.workload is not resting:
+        head = block.resting_head(name, resting)
+        if head is None:
             return False
         known = self._nominations.get(resting.key)
         if known is None or known[1] is not head.entry:

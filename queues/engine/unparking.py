@@ -138,9 +138,6 @@ def _all_standing(scheduler: Scheduler, group: str, roots: set[str]) -> bool:
             continue
         block = blocks.get(root)
         resting = scheduler.queues[name].resting
-        if block is None or resting is None:
-            return False
-        head = block.heads.get(name)
-        if head is None or head.workload is not resting:
+        if block is None or resting is None or block.resting_head(name, resting) is None:
             return False
     return True
