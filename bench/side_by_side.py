@@ -191,12 +191,13 @@ def _interrupted(signum: int, frame: object) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog="replay_scale.py's own arguments go after --"
+    )
     parser.add_argument("baseline", help="the commit to compare the working tree with")
     parser.add_argument("--runs", type=int, default=3, help="runs of each side per core")
     parser.add_argument("--pure", action="store_true", help="both sides as pure Python")
     parser.add_argument("--keep", action="store_true", help="leave the baseline's worktree")
-    parser.epilog = "replay_scale.py's own arguments go after --"
     argv = sys.argv[1:]
     bench_args: list[str] = []
     if "--" in argv:

@@ -127,13 +127,6 @@ def test_options_that_print_timings_of_their_own_are_refused(option: str) -> Non
 
 
 def test_a_baseline_that_is_no_commit_is_refused_by_name() -> None:
-    done = subprocess.run(
-        [sys.executable, str(TOOL), "no-such-commit", "--pure"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _side_by_side("no-such-commit", "--pure")
     assert done.returncode == 2
     assert "baseline: 'no-such-commit' is not a commit here" in done.stderr
