@@ -130,3 +130,9 @@ def test_a_baseline_that_is_no_commit_is_refused_by_name() -> None:
     done = _side_by_side("no-such-commit", "--pure")
     assert done.returncode == 2
     assert "baseline: 'no-such-commit' is not a commit here" in done.stderr
+
+
+def test_fewer_than_one_run_is_refused_by_name() -> None:
+    done = _side_by_side("HEAD", "--pure", "--runs", "0")
+    assert done.returncode == 2
+    assert "--runs: at least 1" in done.stderr
