@@ -156,7 +156,9 @@ class Cell:
             cell.used = used + amount
             node = cell.node
             node.usage[cell.fr] = used + amount
-            if used + amount > cell.subtree:
+            # Over the subtree quota is in ``over`` (only here and below): a
+            # set test hashes the flavor-resource, asked only where it moves.
+            if used <= cell.subtree < used + amount:
                 node.over.add(cell.fr)
             if amount <= spare:
                 return
@@ -171,7 +173,7 @@ class Cell:
             cell.used = used - amount
             node = cell.node
             node.usage[cell.fr] = used - amount
-            if used - amount <= cell.subtree:
+            if used > cell.subtree >= used - amount:
                 node.over.discard(cell.fr)
             if stored_in_parent <= 0:
                 return

@@ -266,13 +266,18 @@ class UsageMeter:
                 totals.borrowed[fr] = totals.borrowed.get(fr, 0.0) + over * dt
         rates.since = now
         node = self.scheduler.tree.queues[name]
-        usage = node.usage
-        rates.used = {fr: used for fr, used in usage.items() if used}
-        rates.over = {}
-        for fr, used in rates.used.items():
-            over = used - node.nominal(fr)
-            if over > 0:
-                rates.over[fr] = over
+        # Only a queue's cells write its usage (Cell.add): each one there has a cell.
+        cells = node.cells
+        used_now: dict[FlavorResource, int] = {}
+        over_now: dict[FlavorResource, int] = {}
+        for fr, used in node.usage.items():
+            if used:
+                used_now[fr] = used
+                over = used - cells[fr].nominal
+                if over > 0:
+                    over_now[fr] = over
+        rates.used = used_now
+        rates.over = over_now
         if tree.lends:
             self._settle_lending(node, rates, totals, tree, changed)
 
