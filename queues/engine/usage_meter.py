@@ -75,6 +75,29 @@ class _Pool:
     idle: int = 0
     fraction: float = 0.0
     accrued: float = 0.0
+    # Among the pools an event time's settling changed (``_Tree.refresh``).
+    changed: bool = False
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class _Tally:
+    """A ClusterQueue's figures for one flavor-resource it has held: its
+    quota cell, what it used and held over nominal since the queue's last
+    change, and the integrals of both, in fields: settling a queue reads
+    and adds to them at every change, where dicts keyed by flavor-resource
+    would hash a tuple for each. ``QueueTotals`` are written from them when
+    the queue's interval is closed (``UsageMeter._write_totals``)."""
+
+    def __init__(self, cell: Cell) -> None:
+        self.cell = cell
+        self.fr = cell.fr
+        self.used = 0
+        self.over = 0
+        self.used_total = 0.0
+        self.borrowed_total = 0.0
+        # Whether it is in its queue's ``using`` and ``borrowing`` yet.
+        self.accrued_use = False
+        self.accrued_over = False
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -83,8 +106,12 @@ class _QueueRates:
     """A ClusterQueue's figures since its last change, and when that was."""
 
     since: float
-    used: dict[FlavorResource, int] = field(default_factory=dict)
-    over: dict[FlavorResource, int] = field(default_factory=dict)
+    # One for each flavor-resource in its usage, in the usage's order.
+    tallies: list[_Tally] = field(default_factory=list)
+    # Those that have accrued use, and use over nominal, in the order they
+    # first did (the order QueueTotals' keys are written in).
+    using: list[_Tally] = field(default_factory=list)
+    borrowing: list[_Tally] = field(default_factory=list)
     # Its part in its tree's pools, one per flavor-resource it has quota for
     # (made at its first settling).
     lenders: list[_Lender] = field(default_factory=list)
@@ -130,9 +157,10 @@ class _Tree:
                     pool.accrued += pool.fraction * dt
         self.since = now
 
-    def refresh(self, pools: dict[int, _Pool]) -> None:
-        for pool in pools.values():
+    def refresh(self, pools: list[_Pool]) -> None:
+        for pool in pools:
             pool.fraction = min(pool.borrowed, pool.idle) / pool.idle if pool.idle else 0.0
+            pool.changed = False
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -142,7 +170,9 @@ class UsageMeter:
 
     The simulator calls ``sample`` before it handles an event time, ``settle``
     once it has (usage is then constant until the next event) and ``close`` at
-    the end."""
+    the end. ``totals`` has what each queue used and borrowed once its
+    interval is closed (``close``, ``close_queues``); ``totals_at`` has the
+    figures so far at any time."""
 
     def __init__(
         self, scheduler: Scheduler, start: float, sample_every: float, main_resource: str
@@ -192,9 +222,11 @@ class UsageMeter:
         for tree, names in by_tree.values():
             tree.advance(now)
             # The pools the queues settled here take part in, each once.
-            changed: dict[int, _Pool] = {}
+            changed: list[_Pool] = []
             for name in names:
                 self._settle_queue(name, tree, now, changed)
+                if every_touched:  # closing their intervals
+                    self._write_totals(name)
             tree.refresh(changed)
 
     def totals_at(self, now: float) -> dict[str, QueueTotals]:
@@ -205,11 +237,15 @@ class UsageMeter:
             rates = self._rates[name]
             tree = self._tree_of[name]
             dt = max(0.0, now - rates.since)
-            used, borrowed, lent = dict(kept.used), dict(kept.borrowed), dict(kept.lent)
-            for fr, amount in rates.used.items():
-                used[fr] = used.get(fr, 0.0) + amount * dt
-            for fr, over in rates.over.items():
-                borrowed[fr] = borrowed.get(fr, 0.0) + over * dt
+            used = {tally.fr: tally.used_total for tally in rates.using}
+            borrowed = {tally.fr: tally.borrowed_total for tally in rates.borrowing}
+            lent = dict(kept.lent)
+            for tally in rates.tallies:
+                if tally.used:
+                    fr = tally.fr
+                    used[fr] = used.get(fr, 0.0) + tally.used * dt
+                    if tally.over:
+                        borrowed[fr] = borrowed.get(fr, 0.0) + tally.over * dt
             for lender in rates.lenders:
                 pool = lender.pool
                 share = lender.lent_until(pool.accrued + pool.fraction * max(0.0, now - tree.since))
@@ -234,7 +270,9 @@ class UsageMeter:
                 for lender in kept.lenders
                 if lender.idle and lender.pool.fraction
             }
-            rates[name] = QueueRates(dict(kept.used), dict(kept.over), lent)
+            used: dict[FlavorResource, float] = {t.fr: t.used for t in kept.tallies if t.used}
+            over: dict[FlavorResource, float] = {t.fr: t.over for t in kept.tallies if t.over}
+            rates[name] = QueueRates(used, over, lent)
         return rates
 
     def close(self, now: float) -> None:
@@ -244,42 +282,60 @@ class UsageMeter:
 
     def _moved(self, name: str, usage: dict[FlavorResource, int]) -> bool:
         """Whether the queue's usage differs from the rates it was last
-        settled with. A plain loop: asked for every queue touched at every
-        event time, two generators over the usage cost twice as much."""
-        used = self._rates[name].used
-        held = 0
-        for fr, amount in usage.items():
-            if amount:
-                if used.get(fr, 0) != amount:
-                    return True
-                held += 1
-        return held != len(used)
+        settled with. Asked for every queue touched at every event time."""
+        tallies = self._rates[name].tallies
+        for tally in tallies:
+            if tally.cell.used != tally.used:
+                return True
+        if len(usage) == len(tallies):
+            return False
+        # Flavor-resources held since: moved unless each is held at 0.
+        known = {tally.fr for tally in tallies}
+        return any(amount for fr, amount in usage.items() if fr not in known)
 
-    def _settle_queue(self, name: str, tree: _Tree, now: float, changed: dict[int, _Pool]) -> None:
+    def _settle_queue(self, name: str, tree: _Tree, now: float, changed: list[_Pool]) -> None:
         rates = self._rates[name]
-        totals = self.totals[name]
+        tallies = rates.tallies
         dt = now - rates.since
         if dt > 0:
-            for fr, used in rates.used.items():
-                totals.used[fr] = totals.used.get(fr, 0.0) + used * dt
-            for fr, over in rates.over.items():
-                totals.borrowed[fr] = totals.borrowed.get(fr, 0.0) + over * dt
+            for tally in tallies:
+                used = tally.used
+                if not used:
+                    continue
+                if not tally.accrued_use:  # its first use: its place in the totals
+                    tally.accrued_use = True
+                    rates.using.append(tally)
+                tally.used_total += used * dt
+                over = tally.over
+                if over:
+                    if not tally.accrued_over:
+                        tally.accrued_over = True
+                        rates.borrowing.append(tally)
+                    tally.borrowed_total += over * dt
         rates.since = now
         node = self.scheduler.tree.queues[name]
-        # Only a queue's cells write its usage (Cell.add): each one there has a cell.
-        cells = node.cells
-        used_now: dict[FlavorResource, int] = {}
-        over_now: dict[FlavorResource, int] = {}
-        for fr, used in node.usage.items():
-            if used:
-                used_now[fr] = used
-                over = used - cells[fr].nominal
-                if over > 0:
-                    over_now[fr] = over
-        rates.used = used_now
-        rates.over = over_now
+        usage = node.usage
+        if len(usage) != len(tallies):
+            # Only a queue's cells write its usage (Cell.add): each one there has a cell.
+            known = {tally.fr for tally in tallies}
+            cells = node.cells
+            tallies.extend(_Tally(cells[fr]) for fr in usage if fr not in known)
+        for tally in tallies:
+            cell = tally.cell
+            used = cell.used
+            tally.used = used
+            over = used - cell.nominal
+            tally.over = over if over > 0 else 0
         if tree.lends:
-            self._settle_lending(node, rates, totals, tree, changed)
+            self._settle_lending(node, rates, self.totals[name], tree, changed)
+
+    def _write_totals(self, name: str) -> None:
+        """The queue's totals as its tallies have them (its interval closed)."""
+        rates, totals = self._rates[name], self.totals[name]
+        for tally in rates.using:
+            totals.used[tally.fr] = tally.used_total
+        for tally in rates.borrowing:
+            totals.borrowed[tally.fr] = tally.borrowed_total
 
     @staticmethod
     def _settle_lending(
@@ -287,7 +343,7 @@ class UsageMeter:
         rates: _QueueRates,
         totals: QueueTotals,
         tree: _Tree,
-        changed: dict[int, _Pool],
+        changed: list[_Pool],
     ) -> None:
         """Kueue does not say who lent: what borrowers use beyond their nominal
         quota is attributed to the queues leaving quota idle, in proportion."""
@@ -313,7 +369,9 @@ class UsageMeter:
             lender.borrowing = over
             lender.idle = spare
             lender.accrued_mark = pool.accrued
-            changed[id(pool)] = pool
+            if not pool.changed:
+                pool.changed = True
+                changed.append(pool)
 
     def sample(self, now: float, force: bool = False) -> None:
         """Called before the events at ``now``: the usage as it stands holds

@@ -1,7 +1,8 @@
 """What the engine answers, printed as JSON, for the compiled and the pure
 engine to be compared in separate processes (test_compiled_engine.py):
 replays of the shipped scenarios and of a generated month (every record's
-admission, finish, preemptions and work lost; the cycle count), and along
+admission, finish, preemptions and work lost; the cycle count; every
+queue's resource-seconds used, borrowed and lent), and along
 the demo day, every 7th arrival's start estimate and explanation (which run
 on deep copies of the scheduler).
 
@@ -41,6 +42,14 @@ def figures(result: SimulationResult) -> dict[str, Any]:
         "records": {
             key: [r.first_admitted, r.finished, r.preemptions, round(r.lost_seconds, 6)]
             for key, r in sorted(result.records.items())
+        },
+        # Every figure the usage meter integrated, in the order it keeps them.
+        "totals": {
+            name: [
+                [[*fr, seconds] for fr, seconds in kept.items()]
+                for kept in (totals.used, totals.borrowed, totals.lent)
+            ]
+            for name, totals in result.totals.items()
         },
     }
 
