@@ -7,7 +7,6 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import copyreg
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mypy_extensions import mypyc_attr
@@ -97,11 +96,12 @@ class Preemption:
         object.__setattr__(self, "message", message)
 
 
-def told_as_before(before: Mapping[str, object], told: Mapping[str, Pending]) -> bool:
+def told_as_before(before: dict[str, object], told: dict[str, Pending]) -> bool:
     """Whether each head in ``told`` was told the same in ``before``: the
     test of a stable cycle. A head left standing in a quiet tree is told
     with the very object it was told before: that is checked first, before
-    any wording is compared."""
+    any wording is compared. Dicts, not Mappings: compiled, a Mapping's
+    ``get`` and ``items`` are method calls looked up by name."""
     for key, pending in told.items():
         was = before.get(key)
         if was is not pending and was != pending:

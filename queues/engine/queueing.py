@@ -273,13 +273,20 @@ class PendingQueue:
             self.board.mark_ready(self.name)
 
     def _take(self, key: str) -> Workload | None:
-        """Out of its bucket (its heap entry goes stale) and out of the queue."""
-        workload = self._workloads.pop(key, None)
-        self._alone.pop(key, None)
-        shape = self._shape.pop(key, None)
+        """Out of its bucket (its heap entry goes stale) and out of the queue.
+        Looked up and deleted, not ``pop(key, None)``: compiled, that is a
+        method call looked up by name, and a replay takes every workload."""
+        workload = self._workloads.get(key)
+        if workload is not None:
+            del self._workloads[key]
+        if key in self._alone:
+            del self._alone[key]
+        shape = self._shape.get(key)
         if shape is not None:
+            del self._shape[key]
             self._members[shape].discard(key)
-            self._order.pop(key, None)
+            if key in self._order:
+                del self._order[key]
         return workload
 
     def _head(self, shape: int) -> tuple[tuple[float, float, str], str] | None:
@@ -339,7 +346,8 @@ class PendingQueue:
         self._settle()
         self._take(key)
         self.board.changed(self.name)
-        self._known_shapes.pop(key, None)
+        if key in self._known_shapes:  # not pop(key, None): see _take
+            del self._known_shapes[key]
         if self.sticky == key:
             self.sticky = None
 

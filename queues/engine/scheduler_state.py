@@ -12,6 +12,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -29,6 +30,13 @@ from queues.engine.outcomes import Pending
 from queues.engine.placement import place_on_nodes, placer_for
 from queues.engine.queueing import PendingQueue, QueueBoard
 from queues.engine.quota import QuotaTree
+
+
+def _forget(table: dict[str, Any], key: str) -> None:
+    """``table.pop(key, None)``, which compiled is a method call looked up
+    by name: a replay does this for every workload, several times."""
+    if key in table:
+        del table[key]  # noqa: RUF051 - the point of this function
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -228,7 +236,7 @@ class SchedulerState:
             self.held_in_order[name] = False  # its place in the order may be wrong
         held[workload.key] = workload
         self.tree.add(workload.cluster_queue, usage)
-        self.status.pop(workload.key, None)
+        _forget(self.status, workload.key)
         if self.placer is not None:
             place_on_nodes(self.placer, workload)
 
@@ -241,18 +249,23 @@ class SchedulerState:
         self.queue_versions[workload.cluster_queue] += 1
         self._unpark_requests |= affected
         self.unstamped.discard(workload.key)
-        usage = self.usage_of.pop(workload.key, {})
+        usage = self.usage_of.get(workload.key)
+        if usage is None:
+            usage = {}
+        else:
+            del self.usage_of[workload.key]
         name = workload.cluster_queue
         holding = self.reserved[name]
-        held = holding.pop(workload.key, None)
+        held = holding.get(workload.key)
         if held is not None:
+            del holding[workload.key]
             counts = self.reserved_priorities[name]
             left = counts[held.priority] - 1
             if left:
                 counts[held.priority] = left
             else:
                 del counts[held.priority]
-            self.evicting_held[name].pop(workload.key, None)
+            _forget(self.evicting_held[name], workload.key)
             if not holding:
                 self.held_in_order[name] = True
         self.tree.remove(workload.cluster_queue, usage)
@@ -319,14 +332,15 @@ class SchedulerState:
 
     def finish(self, key: str) -> Workload:
         """The workload's job ended: it releases its quota and leaves."""
-        workload = self.workloads.pop(key)
+        workload = self.workloads[key]
+        del self.workloads[key]
         self.workloads_in[self.group_of[workload.cluster_queue]] -= 1
         if workload.admission is not None:
             self._release(workload)
         self.queues[workload.cluster_queue].remove(key)
-        self.backing_off.pop(key, None)
+        _forget(self.backing_off, key)
         self.pods_not_ready.discard(key)
-        self.status.pop(key, None)
+        _forget(self.status, key)
         return workload
 
     def evict(self, key: str, *, requeue_at: float | None = None) -> Workload:

@@ -105,7 +105,7 @@ class Settler:
         limit = {g: 4 * scheduler.queues_in[g] + 50 for g in active}
         # Each quiet cycle evaluates some head for the first time: bounded.
         rounds = {g: limit[g] + scheduler.workloads_in[g] + 1 for g in active}
-        changes = dict.fromkeys(active, 0)
+        changes = {g: 0 for g in active}  # dict.fromkeys: a method call, compiled
         seen: dict[str, dict[str, object]] = {g: {} for g in active}
         while active:
             if at_once:  # parked workloads are candidates again in the very next cycle
@@ -135,7 +135,7 @@ class Settler:
                     if outcome is None or told_as_before(seen[group], outcome):
                         self.confirming_cycles += 1
                         self.confirming_seconds += share
-                        self._backoff.pop(group, None)
+                        self._forget_backoff(group)
                         active.discard(group)
                         continue
                     self.telling_cycles += 1
@@ -151,7 +151,7 @@ class Settler:
                         self.confirmed_unasked += 1
                         scheduler.cycles += 1
                 if not rounds[group]:
-                    self._backoff.pop(group, None)
+                    self._forget_backoff(group)
                     active.discard(group)
 
     def settled_in_place(self, group: str, rounds: int) -> None:
@@ -162,7 +162,14 @@ class Settler:
         self.confirming_cycles += 1
         self.unparked_in_place += 1
         self.cycles_in_place += rounds + 1
-        self._backoff.pop(group, None)
+        self._forget_backoff(group)
+
+    def _forget_backoff(self, group: str) -> None:
+        """The group settled: its next livelock backs off from the start.
+        Not ``pop(group, None)``: compiled, that is a method call looked up
+        by name, at every settling."""
+        if group in self._backoff:
+            del self._backoff[group]
 
     def backoff(self, group: str) -> float | None:
         """How long ``group`` waits after its next livelock (None: the first
