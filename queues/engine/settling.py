@@ -41,6 +41,22 @@ RETRY_CEILING = 600.0
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class _Settling:
+    """One group's cycles at an event time: the changing cycles it may run
+    before it counts a livelock (``limit``), the cycles it may still run
+    (``rounds``: each quiet one evaluates some head for the first time, so
+    it is bounded), the changing ones so far and what its cycles told
+    since the last change. Fields of one record, not four dicts by group:
+    made at every event time."""
+
+    def __init__(self, limit: int, workloads: int) -> None:
+        self.limit = limit
+        self.rounds = limit + workloads + 1
+        self.changes = 0
+        self.seen: dict[str, object] = {}
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Settler:
     """Runs ``scheduler``'s cycles at one event time until the groups it is
     given are stable, counting livelocks and backing each group off after
@@ -102,11 +118,10 @@ class Settler:
         scheduler = self.scheduler
         at_once = self.requeue_delay <= 0
         active = set(touched)
-        limit = {g: 4 * scheduler.queues_in[g] + 50 for g in active}
-        # Each quiet cycle evaluates some head for the first time: bounded.
-        rounds = {g: limit[g] + scheduler.workloads_in[g] + 1 for g in active}
-        changes = {g: 0 for g in active}  # dict.fromkeys: a method call, compiled
-        seen: dict[str, dict[str, object]] = {g: {} for g in active}
+        states = {
+            group: _Settling(4 * scheduler.queues_in[group] + 50, scheduler.workloads_in[group])
+            for group in active
+        }
         while active:
             if at_once:  # parked workloads are candidates again in the very next cycle
                 scheduler.apply_unpark_requests(active)
@@ -115,24 +130,26 @@ class Settler:
             share = (time.perf_counter() - started) / len(active) if self.timed else 0.0
             apply(result, now)
             changed, evaluated = self._by_group(result, active)
-            asking = scheduler.groups_asking_to_unpark() if at_once else set()
-            for group in sorted(active):
-                rounds[group] -= 1
+            asking = scheduler.groups_asking_to_unpark() if at_once else None
+            # Most event times touch one group: nothing to sort.
+            for group in sorted(active) if len(active) > 1 else list(active):
+                state = states[group]
+                state.rounds -= 1
                 if group in changed:
                     self.changing_cycles += 1
                     self.changing_seconds += share
-                    changes[group] += 1
-                    seen[group] = {}
-                    if changes[group] >= limit[group]:
+                    state.changes += 1
+                    state.seen = {}
+                    if state.changes >= state.limit:
                         self._livelock(group, now, retry)
                         active.discard(group)
                         continue
-                elif group in asking:
+                elif asking is not None and group in asking:
                     self.telling_cycles += 1
                     self.telling_seconds += share
                 else:
                     outcome = evaluated.get(group)
-                    if outcome is None or told_as_before(seen[group], outcome):
+                    if outcome is None or told_as_before(state.seen, outcome):
                         self.confirming_cycles += 1
                         self.confirming_seconds += share
                         self._forget_backoff(group)
@@ -140,17 +157,17 @@ class Settler:
                         continue
                     self.telling_cycles += 1
                     self.telling_seconds += share
-                    seen[group].update(outcome)
+                    state.seen.update(outcome)
                     # The next cycle could only tell what this one told, if
                     # every tree it would visit is quiet (_asks_nothing); what
                     # a cycle does at its start (work backing off due by now
                     # queued, a stopped queue's reservations evicted) this one did.
-                    if rounds[group] and self.confirm_unasked and scheduler._asks_nothing(group):
-                        rounds[group] = 0
+                    if state.rounds and self.confirm_unasked and scheduler._asks_nothing(group):
+                        state.rounds = 0
                         self.confirming_cycles += 1
                         self.confirmed_unasked += 1
                         scheduler.cycles += 1
-                if not rounds[group]:
+                if not state.rounds:
                     self._forget_backoff(group)
                     active.discard(group)
 

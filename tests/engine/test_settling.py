@@ -36,6 +36,7 @@ from queues.engine.model import (
 )
 from queues.engine.runner import run_cycles
 from queues.engine.scheduler import Scheduler
+from queues.engine.settling import Settler
 from queues.engine.simulator import SimulationResult, Simulator
 
 GPU = "nvidia.com/gpu"
@@ -279,3 +280,23 @@ def test_timed_cycles_are_timed_by_what_they_showed() -> None:
     assert settler.changing_seconds > 0
     assert settler.telling_seconds > 0
     assert settler.confirming_seconds > 0
+
+
+def test_a_cycle_after_a_change_tells_again_what_a_cycle_before_it_told() -> None:
+    # At one event time: the first cycle changes nothing but is news ("wide"
+    # fits nowhere, 11 GPUs where the cohort has 10; "too-big" parks for the
+    # same reason), the second admits "one". A change is news to every head
+    # again, so the third, telling "wide" what the first did, is not the
+    # last: the fourth is.
+    scheduler = Scheduler(_policy(), now=1.0)
+    for workload in (
+        _job("wide", "gangs", 0, 50, 11),
+        _job("too-big", "lender", 0, 50, 11),
+        _job("one", "lender", 0.5, 50, 1),  # after "too-big" in its queue
+    ):
+        scheduler.add(workload)
+    settler = Settler(scheduler, {}, requeue_delay=1.0)
+    group = scheduler.group_of["lender"]
+    settler.settle(1.0, {group}, lambda result, now: None, lambda at, group: None)
+    assert "default/one" in scheduler.reserved["lender"]
+    assert (settler.changing_cycles, settler.telling_cycles, settler.confirming_cycles) == (1, 2, 1)
