@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -151,6 +152,13 @@ class QueueBoard:
         return _sorted_members(self.parking_in, roots)
 
 
+def forget(table: dict[str, Any], key: str) -> None:
+    """``table.pop(key, None)``, which compiled is a method call looked up
+    by name: a replay does this for every workload, several times."""
+    if key in table:
+        del table[key]  # noqa: RUF051 - the point of this function
+
+
 def _sorted_members(index: dict[str, set[str]], keys: set[str]) -> list[str]:
     """The queues ``index`` holds under any of ``keys``, by name."""
     names: list[str] = []
@@ -274,19 +282,16 @@ class PendingQueue:
 
     def _take(self, key: str) -> Workload | None:
         """Out of its bucket (its heap entry goes stale) and out of the queue.
-        Looked up and deleted, not ``pop(key, None)``: compiled, that is a
-        method call looked up by name, and a replay takes every workload."""
+        Looked up and deleted, not ``pop(key, None)`` (see ``forget``)."""
         workload = self._workloads.get(key)
         if workload is not None:
             del self._workloads[key]
-        if key in self._alone:
-            del self._alone[key]
+        forget(self._alone, key)
         shape = self._shape.get(key)
         if shape is not None:
             del self._shape[key]
             self._members[shape].discard(key)
-            if key in self._order:
-                del self._order[key]
+            forget(self._order, key)
         return workload
 
     def _head(self, shape: int) -> tuple[tuple[float, float, str], str] | None:
@@ -346,8 +351,7 @@ class PendingQueue:
         self._settle()
         self._take(key)
         self.board.changed(self.name)
-        if key in self._known_shapes:  # not pop(key, None): see _take
-            del self._known_shapes[key]
+        forget(self._known_shapes, key)
         if self.sticky == key:
             self.sticky = None
 

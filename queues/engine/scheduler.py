@@ -41,6 +41,7 @@ from queues.engine.nomination_memory import HopelessRead, NominationMemory, Stan
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
 from queues.engine.placement import fits_on_nodes
 from queues.engine.preemption import Preemptor, hopeless_as_used
+from queues.engine.queueing import forget
 from queues.engine.victim_search import REASON_TEXT, Target, usage_along
 from queues.engine.witness import Witness
 
@@ -96,8 +97,7 @@ class Scheduler(NominationMemory):
     def finish(self, key: str) -> Workload:
         # Its last nomination goes with it: kept, it would hold the workload
         # (and its assignment) until the table is next cleared.
-        if key in self._nominations:  # pop(key, None) is a method call, compiled
-            del self._nominations[key]
+        forget(self._nominations, key)
         return super().finish(key)
 
     def preemptor_for(self, exclude: set[str]) -> Preemptor:

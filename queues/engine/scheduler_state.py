@@ -12,7 +12,6 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -28,15 +27,8 @@ from queues.engine.model import (
 )
 from queues.engine.outcomes import Pending
 from queues.engine.placement import place_on_nodes, placer_for
-from queues.engine.queueing import PendingQueue, QueueBoard
+from queues.engine.queueing import PendingQueue, QueueBoard, forget
 from queues.engine.quota import QuotaTree
-
-
-def _forget(table: dict[str, Any], key: str) -> None:
-    """``table.pop(key, None)``, which compiled is a method call looked up
-    by name: a replay does this for every workload, several times."""
-    if key in table:
-        del table[key]  # noqa: RUF051 - the point of this function
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -236,7 +228,7 @@ class SchedulerState:
             self.held_in_order[name] = False  # its place in the order may be wrong
         held[workload.key] = workload
         self.tree.add(workload.cluster_queue, usage)
-        _forget(self.status, workload.key)
+        forget(self.status, workload.key)
         if self.placer is not None:
             place_on_nodes(self.placer, workload)
 
@@ -265,7 +257,7 @@ class SchedulerState:
                 counts[held.priority] = left
             else:
                 del counts[held.priority]
-            _forget(self.evicting_held[name], workload.key)
+            forget(self.evicting_held[name], workload.key)
             if not holding:
                 self.held_in_order[name] = True
         self.tree.remove(workload.cluster_queue, usage)
@@ -338,9 +330,9 @@ class SchedulerState:
         if workload.admission is not None:
             self._release(workload)
         self.queues[workload.cluster_queue].remove(key)
-        _forget(self.backing_off, key)
+        forget(self.backing_off, key)
         self.pods_not_ready.discard(key)
-        _forget(self.status, key)
+        forget(self.status, key)
         return workload
 
     def evict(self, key: str, *, requeue_at: float | None = None) -> Workload:

@@ -30,6 +30,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from queues.engine.outcomes import CycleResult, told_as_before
+from queues.engine.queueing import forget
 from queues.engine.replay_records import WorkloadRecord
 from queues.engine.scheduler import Scheduler
 
@@ -152,7 +153,7 @@ class Settler:
                     if outcome is None or told_as_before(state.seen, outcome):
                         self.confirming_cycles += 1
                         self.confirming_seconds += share
-                        self._forget_backoff(group)
+                        forget(self._backoff, group)
                         active.discard(group)
                         continue
                     self.telling_cycles += 1
@@ -168,7 +169,7 @@ class Settler:
                         self.confirmed_unasked += 1
                         scheduler.cycles += 1
                 if not state.rounds:
-                    self._forget_backoff(group)
+                    forget(self._backoff, group)
                     active.discard(group)
 
     def settled_in_place(self, group: str, rounds: int) -> None:
@@ -179,14 +180,7 @@ class Settler:
         self.confirming_cycles += 1
         self.unparked_in_place += 1
         self.cycles_in_place += rounds + 1
-        self._forget_backoff(group)
-
-    def _forget_backoff(self, group: str) -> None:
-        """The group settled: its next livelock backs off from the start.
-        Not ``pop(group, None)``: compiled, that is a method call looked up
-        by name, at every settling."""
-        if group in self._backoff:
-            del self._backoff[group]
+        forget(self._backoff, group)
 
     def backoff(self, group: str) -> float | None:
         """How long ``group`` waits after its next livelock (None: the first
