@@ -28,6 +28,7 @@ from queues.engine.model import (
     ResourceFlavor,
     ResourceGroup,
     Workload,
+    flavor_resource,
 )
 from queues.engine.quota import Cell, Node
 from queues.engine.topology import Placer, add_pods
@@ -432,7 +433,7 @@ class FlavorAssigner:
                 add_pods(self.taken, group_requests, chosen.nodes)
             for resource_name, amount_needed in wanted.items():
                 result.flavors[resource_name] = chosen.flavor
-                fr = (chosen.flavor, resource_name)
+                fr = flavor_resource(chosen.flavor, resource_name)
                 usage[fr] = usage.get(fr, 0) + amount_needed
                 # Only the resources that themselves need preemption are contested.
                 if chosen.resource_modes[resource_name] is not Mode.FIT:
@@ -471,7 +472,7 @@ class FlavorAssigner:
             worst: tuple[Mode, int] | None = None
             first_check = len(result.checks)
             for resource in request_order(wanted):
-                fr = (flavor.name, resource)
+                fr = flavor_resource(flavor.name, resource)
                 r_mode, r_borrow = self._fits_quota(
                     workload, fr, usage.get(fr, 0), wanted[resource], result
                 )

@@ -196,7 +196,7 @@ def _preemption(scheduler: Scheduler, workload: Workload, assignment: Assignment
     """Whether preemption could help, and if not, what protects each workload."""
     queue = scheduler.policy.cluster_queues[workload.cluster_queue]
     policy = queue.preemption
-    contested = {
+    contested: set[FlavorResource] = {
         (c.flavor, c.resource)
         for p in assignment.pod_sets
         for c in p.checks

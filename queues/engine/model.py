@@ -12,14 +12,39 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
 from queues.engine.frozen_copies import rebuilt_by_fields
 from queues.engine.topology import ClusterNode, Topology, TopologyRequest
 
-FlavorResource = tuple[str, str]  # (flavor, resource)
+# (flavor, resource). Variable-length in its type so that mypyc keeps it as
+# the tuple object it is: as ``tuple[str, str]`` it is unpacked into fields
+# and packed into a new tuple at every dict lookup, which then hashes it and
+# compares it item by item with the key found.
+FlavorResource = tuple[str, ...]
+
+# One tuple per pair (``flavor_resource``), by flavor, then resource.
+_FLAVOR_RESOURCES: Final[dict[str, dict[str, FlavorResource]]] = {}
+
+
+def flavor_resource(flavor: str, resource: str) -> FlavorResource:
+    """The pair's one tuple: a dict keyed by flavor-resources finds it by
+    identity, not by comparing items (the quota tree's cells, usage, the
+    scheduler's reads). Two lookups of strings, whose hashes are kept, cost
+    less than making a tuple and comparing it once."""
+    by_resource = _FLAVOR_RESOURCES.get(flavor)
+    if by_resource is None:
+        by_resource = _FLAVOR_RESOURCES[flavor] = {}
+    known = by_resource.get(resource)
+    if known is None:
+        # Declared, not narrowed to ``tuple[str, str]``: compiled, that would
+        # be unboxed and boxed anew for the dict and for the caller.
+        made: FlavorResource = (flavor, resource)
+        by_resource[resource] = made
+        return made
+    return known
 
 
 class QueueingStrategy(StrEnum):
@@ -351,7 +376,7 @@ class Workload:
             totals = pod_set.total(count)
             for resource, flavor in self.admission.get(pod_set.name, {}).items():
                 amount = count if resource == "pods" else totals.get(resource, 0)
-                key = (flavor, resource)
+                key = flavor_resource(flavor, resource)
                 held[key] = held.get(key, 0) + amount
         return held
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from queues.engine.model import FlavorResource, Policy, Quota
+from queues.engine.model import FlavorResource, Policy, Quota, flavor_resource
 
 # Past any usage (``Node.steady_between``'s open ends); small enough for a
 # compiled int.
@@ -336,7 +336,7 @@ def _quotas(groups: Any) -> dict[FlavorResource, Quota]:
     for group in groups:
         for fq in group.flavors:
             for resource, quota in fq.resources.items():
-                quotas[(fq.flavor, resource)] = quota
+                quotas[flavor_resource(fq.flavor, resource)] = quota
     return quotas
 
 

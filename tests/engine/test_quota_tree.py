@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queues.engine.model import ClusterQueue, Cohort, FlavorQuotas, Policy, Quota, ResourceGroup
+from queues.engine.model import (
+    ClusterQueue,
+    Cohort,
+    FlavorQuotas,
+    Policy,
+    Quota,
+    ResourceGroup,
+    flavor_resource,
+)
 from queues.engine.quota import UNBOUNDED, QuotaTree
 from queues.engine.victim_search import usage_along, used_no_less
 
@@ -29,6 +37,16 @@ def queue(
 
 def tree(*queues: ClusterQueue, cohorts: tuple[Cohort, ...] = (Cohort("c"),)) -> QuotaTree:
     return QuotaTree(Policy({}, {c.name: c for c in cohorts}, {q.name: q for q in queues}))
+
+
+def test_each_flavor_resource_pair_is_one_tuple_the_tree_is_keyed_by() -> None:
+    # Dicts keyed by flavor-resources then find their keys by identity.
+    pair = flavor_resource("default", "cpu")
+    assert pair == FR
+    assert flavor_resource("default", "".join(["c", "pu"])) is pair
+    assert flavor_resource("other", "cpu") is not pair
+    t = tree(queue("a", "c", 10))
+    assert next(iter(t.queues["a"].quotas)) is pair
 
 
 def test_lending_limit_keeps_quota_and_usage_bubbles_past_it() -> None:
