@@ -373,9 +373,12 @@ class Workload:
         counts = self.admitted_counts or {}
         for pod_set in self.pod_sets:
             count = counts.get(pod_set.name, pod_set.count)
-            totals = pod_set.total(count)
-            for resource, flavor in self.admission.get(pod_set.name, {}).items():
-                amount = count if resource == "pods" else totals.get(resource, 0)
+            flavors = self.admission.get(pod_set.name)
+            if not flavors:
+                continue
+            requests = pod_set.requests  # per pod (``PodSet.total`` makes a dict)
+            for resource, flavor in flavors.items():
+                amount = count if resource == "pods" else requests.get(resource, 0) * count
                 key = flavor_resource(flavor, resource)
                 held[key] = held.get(key, 0) + amount
         return held
