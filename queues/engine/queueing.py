@@ -170,7 +170,14 @@ def _sorted_members(index: dict[str, set[str]], keys: set[str]) -> list[str]:
     return names
 
 
-def order_key(workload: Workload) -> tuple[float, float, str]:
+# A workload's place in its queue: (-priority, queue order time, key).
+# Declared variable-length so that compiled code keeps it as the tuple it is:
+# as ``OrderKey`` it is unpacked, its floats unboxed, and
+# packed anew at every heap push and every comparison with one looked up.
+OrderKey = tuple[float | str, ...]
+
+
+def order_key(workload: Workload) -> OrderKey:
     return (-workload.priority, workload.queue_order_time, workload.key)
 
 
@@ -204,10 +211,10 @@ class PendingQueue:
         # Queued or parked, and the head popped last until it is settled (_out).
         self._workloads: dict[str, Workload] = {}
         self._shape: dict[str, int] = {}  # bucket of each workload in a bucket
-        self._order: dict[str, tuple[float, float, str]] = {}  # its live bucket entry
-        self._buckets: dict[int, list[tuple[tuple[float, float, str], str]]] = {}
+        self._order: dict[str, OrderKey] = {}  # its live bucket entry
+        self._buckets: dict[int, list[tuple[OrderKey, str]]] = {}
         self._members: dict[int, set[str]] = {}
-        self._heads: list[tuple[tuple[float, float, str], int]] = []
+        self._heads: list[tuple[OrderKey, int]] = []
         self._shape_ids: dict[tuple[object, ...], int] = {}
         self._known_shapes: dict[str, tuple[int, object, int]] = {}
         # By the id of pod sets a workload asked with: those pod sets, its
@@ -294,7 +301,7 @@ class PendingQueue:
             forget(self._order, key)
         return workload
 
-    def _head(self, shape: int) -> tuple[tuple[float, float, str], str] | None:
+    def _head(self, shape: int) -> tuple[OrderKey, str] | None:
         # No default containers: a head is looked up at every pop, and compiled
         # code would build them at every call.
         bucket = self._buckets.get(shape)
@@ -401,7 +408,7 @@ class PendingQueue:
         at_once = self.strategy is QueueingStrategy.STRICT_FIFO or reason in IMMEDIATE
         parks = not at_once and reason in ("NoFit", "PreemptionNoCandidates")
         shape = -1
-        order: tuple[float, float, str] | None = None
+        order: OrderKey | None = None
         if self._out == workload.key and (at_once or parks):
             shape = self._shape_of(workload)
             order = order_key(workload)
@@ -489,7 +496,7 @@ class PendingQueue:
             or self._alone
         ):
             return None
-        heads: list[tuple[tuple[float, float, str], str]] = []
+        heads: list[tuple[OrderKey, str]] = []
         for shape, members in self._members.items():
             if not members:
                 continue
