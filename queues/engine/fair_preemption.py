@@ -12,7 +12,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from mypy_extensions import mypyc_attr
 
@@ -37,7 +37,7 @@ class FairSharingSearch(VictimSearch):
         preemptor: Workload,
         queue: ClusterQueue,
         contested: set[FlavorResource],
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
     ) -> list[Target]:
         node = self.tree.queues[queue.name]
         policy = queue.preemption
@@ -89,7 +89,7 @@ class FairSharingSearch(VictimSearch):
             self._restore(candidate)
         return [Target(c.workload, reasons[id(c)]) for c in victims]
 
-    def _fits_fair(self, node: Node, usage: Mapping[FlavorResource, int]) -> bool:
+    def _fits_fair(self, node: Node, usage: dict[FlavorResource, int]) -> bool:
         """Fair sharing keeps the preemptor's usage in the tree while searching."""
         self.tree.remove(node.name, usage)
         try:
@@ -101,7 +101,7 @@ class FairSharingSearch(VictimSearch):
         self,
         node: Node,
         per_queue: dict[str, list[Candidate]],
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
         removed: list[tuple[Candidate, Reason]],
         within_nominal: bool,
         strategy: str,
@@ -147,7 +147,7 @@ class FairSharingSearch(VictimSearch):
         self,
         node: Node,
         retry: dict[str, list[Candidate]],
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
         removed: list[tuple[Candidate, Reason]],
     ) -> bool:
         for target in self._target_queues(node, retry):

@@ -12,7 +12,6 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mypy_extensions import mypyc_attr
@@ -38,7 +37,7 @@ class Share:
 ZERO = Share(0.0, 0.0, False, False)
 
 
-def dominant_resource_share(node: Node, extra: Mapping[FlavorResource, int] | None = None) -> Share:
+def dominant_resource_share(node: Node, extra: dict[FlavorResource, int] | None = None) -> Share:
     if node.parent is None:
         return ZERO
     extra = extra or {}

@@ -17,7 +17,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from mypy_extensions import mypyc_attr
 
@@ -129,7 +129,7 @@ class Preemptor(FirstCandidates):
         preemptor: Workload,
         queue: ClusterQueue,
         contested: set[FlavorResource],
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
     ) -> list[Target]:
         if not contested:
             return []
@@ -145,7 +145,7 @@ class Preemptor(FirstCandidates):
         preemptor: Workload,
         queue: ClusterQueue,
         contested: set[FlavorResource],
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
     ) -> list[Target]:
         node = self.tree.queues[queue.name]
         policy = queue.preemption
@@ -229,7 +229,7 @@ class Preemptor(FirstCandidates):
         return hierarchy, by_priority
 
     def _cohort_sources(
-        self, node: Node, usage: Mapping[FlavorResource, int], contested: set[FlavorResource]
+        self, node: Node, usage: dict[FlavorResource, int], contested: set[FlavorResource]
     ) -> list[tuple[Node, Node, bool]]:
         """The queues of the cohort whose workloads may be candidates, walking
         up the tree: each with the cohort it is gathered at and whether the
@@ -301,7 +301,7 @@ class Preemptor(FirstCandidates):
     def _hopeless_at_once(
         self,
         queue: ClusterQueue,
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
         contested: set[FlavorResource],
         same: list[Candidate],
     ) -> bool:
@@ -319,7 +319,7 @@ class Preemptor(FirstCandidates):
         )
 
     def _beyond_borrowing_limit(
-        self, node: Node, usage: Mapping[FlavorResource, int], same: list[Candidate]
+        self, node: Node, usage: dict[FlavorResource, int], same: list[Candidate]
     ) -> bool:
         """Whether the preemptor would exceed its queue's borrowing limit even
         with every candidate of its own queue gone: then no set of victims lets
@@ -340,7 +340,7 @@ class Preemptor(FirstCandidates):
     def _could_fit(
         self,
         node: Node,
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
         contested: set[FlavorResource],
         candidates: list[Candidate],
         allow_borrowing: bool,
@@ -390,7 +390,7 @@ class Preemptor(FirstCandidates):
             for name, freed in taken.items():
                 self.tree.add(name, freed)
 
-    def _advantaged_below_some_level(self, node: Node, usage: Mapping[FlavorResource, int]) -> bool:
+    def _advantaged_below_some_level(self, node: Node, usage: dict[FlavorResource, int]) -> bool:
         """Whether the request fits the quota of the queue or of a cohort below
         some level the search gathers candidates at: only then may a candidate
         of another queue reclaim hierarchically (see the ancestor walk in
@@ -405,7 +405,7 @@ class Preemptor(FirstCandidates):
         return False
 
     def _borrows_still(
-        self, node: Node, usage: Mapping[FlavorResource, int], same: list[Candidate]
+        self, node: Node, usage: dict[FlavorResource, int], same: list[Candidate]
     ) -> bool:
         """Whether the preemptor would borrow even with every candidate of its
         own queue gone: the only victims that lower its queue's usage, so no
@@ -434,7 +434,7 @@ class Preemptor(FirstCandidates):
 
     @staticmethod
     def _fit_in_quota(
-        node: Node, request: Mapping[FlavorResource, int]
+        node: Node, request: dict[FlavorResource, int]
     ) -> tuple[bool, dict[FlavorResource, int]]:
         fits = all(
             node.subtree.get(fr, 0) >= node.usage.get(fr, 0) + amount
@@ -486,7 +486,7 @@ class Preemptor(FirstCandidates):
         self,
         ordered: list[Candidate],
         node: Node,
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
         contested: set[FlavorResource],
         allow_borrowing: bool,
         steps: int | None = None,

@@ -19,7 +19,7 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,7 +270,10 @@ class Node:
         return self.cell(fr).borrowing_with(amount)
 
     def within_nominal(self, frs: Iterator[FlavorResource] | set[FlavorResource]) -> bool:
-        return self.over.isdisjoint(frs)
+        over = self.over
+        # Compiled, isdisjoint is a method looked up by name: most nodes
+        # are within their quota, asked by every victim search.
+        return not over or over.isdisjoint(frs)
 
     # ---------------------------------------------------------------- mutation
 
@@ -389,20 +392,20 @@ class QuotaTree:
         node.subtree = subtree
         node.height = height
 
-    def add(self, queue: str, usage: Mapping[FlavorResource, int]) -> None:
+    def add(self, queue: str, usage: dict[FlavorResource, int]) -> None:
         node = self.queues[queue]
         self.touched.add(queue)
         for fr, amount in usage.items():
             if amount:
                 node.add_usage(fr, amount)
 
-    def remove(self, queue: str, usage: Mapping[FlavorResource, int]) -> None:
+    def remove(self, queue: str, usage: dict[FlavorResource, int]) -> None:
         node = self.queues[queue]
         self.touched.add(queue)
         for fr, amount in usage.items():
             if amount:
                 node.remove_usage(fr, amount)
 
-    def fits(self, queue: str, usage: Mapping[FlavorResource, int]) -> bool:
+    def fits(self, queue: str, usage: dict[FlavorResource, int]) -> bool:
         node = self.queues[queue]
         return all(amount <= max(0, node.available(fr)) for fr, amount in usage.items() if amount)

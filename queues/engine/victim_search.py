@@ -85,7 +85,7 @@ HopelessRead = tuple[
 ]
 
 
-def holds_any(usage: Mapping[FlavorResource, int], contested: set[FlavorResource]) -> bool:
+def holds_any(usage: dict[FlavorResource, int], contested: set[FlavorResource]) -> bool:
     """Whether ``usage`` has any of ``contested`` (at any amount). Looked up
     one contested flavor-resource at a time: there are fewer of those than a
     workload holds, and each lookup hashes a (flavor, resource) tuple."""
@@ -95,7 +95,7 @@ def holds_any(usage: Mapping[FlavorResource, int], contested: set[FlavorResource
     return False
 
 
-def usage_along(node: Node, usage: Mapping[FlavorResource, int]) -> tuple[int, ...]:
+def usage_along(node: Node, usage: dict[FlavorResource, int]) -> tuple[int, ...]:
     """The usage of ``usage``'s flavor-resources at ``node`` and at each
     cohort above it, level by level."""
     held: list[int] = []
@@ -108,7 +108,7 @@ def usage_along(node: Node, usage: Mapping[FlavorResource, int]) -> tuple[int, .
     return tuple(held)
 
 
-def used_no_less(node: Node, usage: Mapping[FlavorResource, int], then: tuple[int, ...]) -> bool:
+def used_no_less(node: Node, usage: dict[FlavorResource, int], then: tuple[int, ...]) -> bool:
     """Whether every level from ``node`` up uses at least as much of each
     of ``usage``'s flavor-resources as ``then`` (``usage_along``) says.
     Read from each flavor-resource's cells up the tree, one lookup for
@@ -137,7 +137,7 @@ def used_no_less(node: Node, usage: Mapping[FlavorResource, int], then: tuple[in
 
 
 def _misread(
-    node: Node, levels: int, then: tuple[int, ...], usage: Mapping[FlavorResource, int]
+    node: Node, levels: int, then: tuple[int, ...], usage: dict[FlavorResource, int]
 ) -> str:
     return (
         f"{node.name}: {len(then)} usage figures read for {levels} level(s) × "
@@ -159,7 +159,7 @@ class VictimSearch:
         policy: Policy,
         tree: QuotaTree,
         reserved: Mapping[str, dict[str, Workload]],
-        usage_of: Mapping[str, Mapping[FlavorResource, int]],
+        usage_of: dict[str, dict[FlavorResource, int]],
         exclude: set[str],
         now: float,
     ) -> None:
@@ -262,9 +262,7 @@ class VictimSearch:
     def _restore(self, candidate: Candidate) -> None:
         self.tree.add(candidate.queue.name, self.usage_of[candidate.workload.key])
 
-    def _fits(
-        self, queue: Node, usage: Mapping[FlavorResource, int], allow_borrowing: bool
-    ) -> bool:
+    def _fits(self, queue: Node, usage: dict[FlavorResource, int], allow_borrowing: bool) -> bool:
         for fr, amount in usage.items():
             if not amount:
                 continue
@@ -278,7 +276,7 @@ class VictimSearch:
         self,
         targets: list[Candidate],
         queue: Node,
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
         allow_borrowing: bool,
     ) -> list[Candidate]:
         """Give back victims that are not needed: walk them in reverse (the last
