@@ -9,7 +9,6 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
@@ -158,7 +157,7 @@ class VictimSearch:
         self,
         policy: Policy,
         tree: QuotaTree,
-        reserved: Mapping[str, dict[str, Workload]],
+        reserved: dict[str, dict[str, Workload]],
         usage_of: dict[str, dict[FlavorResource, int]],
         exclude: set[str],
         now: float,
@@ -181,13 +180,13 @@ class VictimSearch:
         # Per ClusterQueue, the priorities of the workloads holding quota there
         # and how many of each (SchedulerState.reserved_priorities); None: not
         # known, the queue's workloads are looked at.
-        self.reserved_priorities: Mapping[str, Mapping[int, int]] | None = None
+        self.reserved_priorities: dict[str, dict[int, int]] | None = None
         # Per ClusterQueue, whether ``reserved`` holds it in admission order and
         # those of its holders being evicted (SchedulerState.held_in_order,
         # evicting_held); None: not known, the first steps are read from
         # every candidate, sorted (FirstCandidates.first_held).
-        self.held_in_order: Mapping[str, bool] | None = None
-        self.evicting_held: Mapping[str, Mapping[str, Workload]] | None = None
+        self.held_in_order: dict[str, bool] | None = None
+        self.evicting_held: dict[str, dict[str, Workload]] | None = None
         # False: the classic search never gives up early at the preemptor's
         # borrowing limit (what that shortcut is checked against). A switch, not
         # a method to patch: compiled, the engine would not see the patch.
