@@ -90,6 +90,7 @@ MODULES = (
     "scheduler_state",
     "settling",
     "simulator",
+    "standing_block",
     "topology",
     "unparking",
     "usage_meter",

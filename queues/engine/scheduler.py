@@ -37,11 +37,12 @@ from queues.engine.model import (
     ReclaimWithinCohort,
     Workload,
 )
-from queues.engine.nomination_memory import HopelessRead, NominationMemory, StandingBlock
+from queues.engine.nomination_memory import HopelessRead, NominationMemory
 from queues.engine.outcomes import CycleResult, Entry, Pending, Preemption
 from queues.engine.placement import fits_on_nodes
 from queues.engine.preemption import Preemptor, hopeless_as_used
 from queues.engine.queueing import forget
+from queues.engine.standing_block import StandingBlock
 from queues.engine.victim_search import REASON_TEXT, Target, usage_along
 from queues.engine.witness import Witness
 
