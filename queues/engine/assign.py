@@ -287,8 +287,8 @@ def refreshed(assignment: Assignment, available: dict[FlavorResource, int]) -> A
 
 def pod_set_requests(pod_set: PodSet, queue: ClusterQueue) -> dict[str, int]:
     """Total requests; ``pods`` counts only when the ClusterQueue covers it."""
-    # PodSet.total, here in compiled code: asked for every pod set of every
-    # fresh nomination, and model.py runs interpreted.
+    # PodSet.total, written out: asked for every pod set of every fresh
+    # nomination, with ``pods`` added where the queue covers it.
     count = pod_set.count
     requests = {resource: amount * count for resource, amount in pod_set.requests.items()}
     if any("pods" in group.covered_resources for group in queue.resource_groups):

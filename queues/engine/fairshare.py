@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from mypy_extensions import mypyc_attr
 
 from queues.engine.frozen_copies import rebuilt_by_fields
-from queues.engine.model import FlavorResource
 from queues.engine.quota import Node
 
 
@@ -37,13 +36,12 @@ class Share:
 ZERO = Share(0.0, 0.0, False, False)
 
 
-def dominant_resource_share(node: Node, extra: dict[FlavorResource, int] | None = None) -> Share:
+def dominant_resource_share(node: Node) -> Share:
     if node.parent is None:
         return ZERO
-    extra = extra or {}
     borrowed: dict[str, int] = {}
     for fr, quota in node.subtree.items():
-        over = extra.get(fr, 0) + node.usage.get(fr, 0) - quota
+        over = node.usage.get(fr, 0) - quota
         if over > 0:
             borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
     if not borrowed:

@@ -18,8 +18,6 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from mypy_extensions import mypyc_attr
 
 from queues.engine.fair_preemption import FairSharingSearch
@@ -164,7 +162,7 @@ class FirstCandidates(FairSharingSearch):
         self,
         held: dict[str, Workload],
         priority: int,
-        leaving: Mapping[str, Workload],
+        leaving: dict[str, Workload],
         preemptor: Workload,
         contested: set[FlavorResource],
         rule: str,

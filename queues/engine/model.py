@@ -25,8 +25,12 @@ from queues.engine.topology import ClusterNode, Topology, TopologyRequest
 # compares it item by item with the key found.
 FlavorResource = tuple[str, ...]
 
-# One tuple per pair (``flavor_resource``), by flavor, then resource.
+# One tuple per pair (``flavor_resource``), by flavor, then resource. Names
+# come from policies and recorded jobs, a few dozen pairs; past these sizes
+# (only unbounded input) a table starts again: an equal tuple is still found.
 _FLAVOR_RESOURCES: Final[dict[str, dict[str, FlavorResource]]] = {}
+_FLAVORS_KEPT = 1024
+_RESOURCES_KEPT = 256
 
 
 def flavor_resource(flavor: str, resource: str) -> FlavorResource:
@@ -36,9 +40,13 @@ def flavor_resource(flavor: str, resource: str) -> FlavorResource:
     less than making a tuple and comparing it once."""
     by_resource = _FLAVOR_RESOURCES.get(flavor)
     if by_resource is None:
+        if len(_FLAVOR_RESOURCES) >= _FLAVORS_KEPT:
+            _FLAVOR_RESOURCES.clear()
         by_resource = _FLAVOR_RESOURCES[flavor] = {}
     known = by_resource.get(resource)
     if known is None:
+        if len(by_resource) >= _RESOURCES_KEPT:
+            by_resource.clear()
         # Declared, not narrowed to ``tuple[str, str]``: compiled, that would
         # be unboxed and boxed anew for the dict and for the caller.
         made: FlavorResource = (flavor, resource)

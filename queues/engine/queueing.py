@@ -172,8 +172,9 @@ def _sorted_members(index: dict[str, set[str]], keys: set[str]) -> list[str]:
 
 # A workload's place in its queue: (-priority, queue order time, key).
 # Declared variable-length so that compiled code keeps it as the tuple it is:
-# as ``OrderKey`` it is unpacked, its floats unboxed, and
-# packed anew at every heap push and every comparison with one looked up.
+# as ``tuple[float, float, str]`` it is unpacked, its floats unboxed, at
+# every heap pop, and packed anew at every push and every comparison with
+# one looked up.
 OrderKey = tuple[float | str, ...]
 
 

@@ -269,7 +269,7 @@ class Node:
         """A ClusterQueue compares with its nominal quota, a Cohort with its subtree."""
         return self.cell(fr).borrowing_with(amount)
 
-    def within_nominal(self, frs: Iterator[FlavorResource] | set[FlavorResource]) -> bool:
+    def within_nominal(self, frs: set[FlavorResource]) -> bool:
         over = self.over
         # Compiled, isdisjoint is a method looked up by name: most nodes
         # are within their quota, asked by every victim search.

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queues.engine import model
 from queues.engine.model import (
     ClusterQueue,
     Cohort,
@@ -47,6 +48,19 @@ def test_each_flavor_resource_pair_is_one_tuple_the_tree_is_keyed_by() -> None:
     assert flavor_resource("other", "cpu") is not pair
     t = tree(queue("a", "c", 10))
     assert next(iter(t.queues["a"].quotas)) is pair
+    # The first call for a pair returns the tuple it keeps, too (compiled, a
+    # tuple display assigned twice is packed once for each target).
+    first = flavor_resource("asked-once", "nvidia.com/gpu")
+    assert flavor_resource("asked-once", "nvidia.com/gpu") is first
+
+
+def test_the_flavor_resource_table_starts_again_past_its_bound() -> None:
+    # Names from unbounded input keep it small; an equal tuple is still found.
+    pair = flavor_resource("many", "r0")
+    for i in range(1, 300):
+        flavor_resource("many", f"r{i}")
+    assert flavor_resource("many", "r0") == pair
+    assert len(model._FLAVOR_RESOURCES["many"]) <= model._RESOURCES_KEPT
 
 
 def test_lending_limit_keeps_quota_and_usage_bubbles_past_it() -> None:
