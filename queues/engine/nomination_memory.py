@@ -297,20 +297,30 @@ class NominationMemory(SchedulerState):
     ) -> None:
         if not self._skipping_allowed():
             return
-        evaluated: dict[str, dict[str, Pending]] = {root: {} for root in before}
-        for root, told in kept.items():
-            evaluated[root].update(told)
+        # A tree whose heads were all told with its block reports what the
+        # block told, that very dict: nothing changes it while the tree
+        # stays quiet (_quiet_trees drops the tree before its block is read
+        # again), and a tree that was quiet a cycle ago mostly is now.
+        evaluated: dict[str, dict[str, Pending]] = {}
         for entry in heads:
             root = self._root_of[entry.queue.name]
             pending = result.evaluated.get(entry.workload.key)
             if pending is None or entry.workload.check_states:
                 # Admitted (the tree changed), or its checks may be answered meanwhile.
                 forget(before, root)
-            elif root in evaluated:
-                evaluated[root][entry.workload.key] = pending
+            elif root in before:
+                asked = evaluated.get(root)
+                if asked is None:
+                    told = kept.get(root)
+                    asked = evaluated[root] = {} if told is None else dict(told)
+                asked[entry.workload.key] = pending
         for root, signature in before.items():
             if signature == self._signature(root):
-                self._quiet[root] = (signature, evaluated[root])
+                asked = evaluated.get(root)
+                if asked is None:
+                    told = kept.get(root)
+                    asked = {} if told is None else told
+                self._quiet[root] = (signature, asked)
             else:
                 forget(self._quiet, root)
 

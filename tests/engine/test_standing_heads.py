@@ -232,6 +232,22 @@ def test_a_standing_head_is_asked_again_once_its_own_queue_gives_back_quota() ->
     assert said[5][2] == 1
 
 
+def test_a_quiet_tree_told_with_its_block_remembers_the_blocks_answers_uncopied() -> None:
+    # At 3.5 every head of the tree is told with its block, and nothing
+    # changes until 4: the tree's memory (_quiet_trees) is the block's own
+    # answers, not a copy of them made every cycle; word for word what
+    # asking says (_told_alike).
+    scheduler = Scheduler(_block_scenario().policy)
+    _replay_with_block(scheduler, "o3")
+    root = scheduler._root_of["q"]
+    assert scheduler._quiet[root][1] is scheduler._blocks[root].told
+    # Its own queue gives back quota: the memory is let go before the
+    # block is read again, and "gang" fits.
+    scheduler.finish("default/mine")
+    assert scheduler.cycle(now=5.0).admitted.keys() == {"default/gang"}
+    assert root not in scheduler._quiet or "default/gang" not in scheduler._quiet[root][1]
+
+
 def _jobs(
     rng: random.Random, queues: list[str], count: int, gpus: Callable[[], int], latest: int
 ) -> list[Workload]:
