@@ -19,12 +19,14 @@ from mypy_extensions import mypyc_attr
 
 from queues.engine.messages import kubernetes_quantity, request_order
 from queues.engine.model import (
+    BorrowWithinCohort,
     ClusterQueue,
     FlavorResource,
     FungibilityAction,
     FungibilityPreference,
     PodSet,
     Policy,
+    ReclaimWithinCohort,
     ResourceFlavor,
     ResourceGroup,
     Workload,
@@ -574,8 +576,14 @@ class FlavorAssigner:
             return Mode.FIT, borrow
         result.reasons.append(more_needed(flavor, resource, value - available))
         preemption = self.queue.preemption
-        can_preempt_while_borrowing = preemption.borrow_within_cohort.value != "Never" or (
-            self.policy.fair_sharing and preemption.reclaim_within_cohort.value != "Never"
+        # By identity: an enum member's ``value`` is a Python-level property,
+        # dearer than the rest of the check (a no-fit answer asks this).
+        can_preempt_while_borrowing = (
+            preemption.borrow_within_cohort is not BorrowWithinCohort.NEVER
+            or (
+                self.policy.fair_sharing
+                and preemption.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
+            )
         )
         if cell.nominal >= value or may_reclaim or can_preempt_while_borrowing:
             mode, borrow = self.oracle(workload, fr, value)

@@ -33,6 +33,8 @@ class RangedReading:
         self.low = low
         self.high = high
         self.room = room
+        # Scratch for refigure: the room found at the root's usage now.
+        self.found = room
 
 
 # A head's answer over ranges (StandingBlock): its queue's version, its
@@ -135,25 +137,29 @@ class StandingBlock:
         refigured = self.refigured
         for name, readings in self.readings.items():
             held = True
-            moved = False
             for reading in readings:
                 used = reading.above.used
                 if used < reading.low or used > reading.high:
                     held = False
                     break
-                if not moved and max(0, reading.cell.available()) != reading.room:
-                    moved = True
             if held and self.searching:
                 ordered = self.searching.get(name)
                 held = ordered is None or ordered == self.heads[name].workload.queue_order_time
             if not held:
                 self.lapsed.add(name)
                 continue
+            # Each room worked out once: kept in ``found`` until it is
+            # known whether any moved.
+            moved = False
+            for reading in readings:
+                reading.found = max(0, reading.cell.available())
+                if reading.found != reading.room:
+                    moved = True
             if not moved:
                 continue
             figures: dict[FlavorResource, int] = {}
             for reading in readings:
-                reading.room = max(0, reading.cell.available())
+                reading.room = reading.found
                 figures[reading.fr] = reading.room
             entry = self.heads[name].entry
             assignment = entry.assignment
