@@ -401,7 +401,8 @@ class FlavorAssigner:
         result = PodSetAssignment(pod_set.name)
         requests = pod_set_requests(pod_set, self.queue)
         resolved: set[int] = set()
-        for resource in request_order(requests):
+        order = request_order(requests)
+        for resource in order:
             amount = requests[resource]
             group = self.group_of.get(resource)
             if group is None:
@@ -419,7 +420,10 @@ class FlavorAssigner:
             wanted = {r: a for r, a in requests.items() if r in group.covered_resources}
             first_reason, first_check = len(result.reasons), len(result.checks)
             skipped_before = set(result.skipped_flavors)
-            chosen = self._search(workload, pod_set, group, wanted, usage, result)
+            # A group covering every request (most queues have one) walks
+            # them in the pod set's order, not worked out again.
+            walk = order if len(wanted) == len(requests) else request_order(wanted)
+            chosen = self._search(workload, pod_set, group, wanted, walk, usage, result)
             if chosen is None:
                 # Only this group's reasons (and checks) explain the failure.
                 return PodSetAssignment(
@@ -456,9 +460,12 @@ class FlavorAssigner:
         pod_set: PodSet,
         group: ResourceGroup,
         wanted: dict[str, int],
+        walk: tuple[str, ...],
         usage: dict[FlavorResource, int],
         result: PodSetAssignment,
     ) -> FlavorOutcome | None:
+        """The group's best flavor for ``wanted``, its resources checked in
+        ``walk``'s order (``request_order``); None if none fits."""
         best: FlavorOutcome | None = None
         preference = self.queue.flavor_fungibility.preference
         # Why each flavor of this group could not be used, for the NoFit reason.
@@ -479,7 +486,7 @@ class FlavorAssigner:
             outcome = FlavorOutcome(flavor.name, Mode.FIT, 0, {})
             worst: tuple[Mode, int] | None = None
             first_check = len(result.checks)
-            for resource in request_order(wanted):
+            for resource in walk:
                 fr = flavor_resource(flavor.name, resource)
                 r_mode, r_borrow = self._fits_quota(
                     workload, fr, usage.get(fr, 0), wanted[resource], result
