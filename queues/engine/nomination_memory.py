@@ -27,6 +27,33 @@ from queues.engine.witness import Witness, as_asked, quota_only, witness_now
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Nomination:
+    """A head's last nomination: its tree's version then, its entry, and
+    what it read (``Witness``; None: more than that). Fields, set again in
+    place when the answer is read again (``_read_again``): a tuple would be
+    made, and its table entry written, at each of those, millions of them
+    in a busy month."""
+
+    def __init__(self, version: int, entry: Entry, witness: Witness | None) -> None:
+        self.version = version
+        self.entry = entry
+        self.witness = witness
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class QuietTree:
+    """A cohort tree whose last cycle changed nothing: its signature then
+    (``NominationMemory._signature``) and what that cycle reported for its
+    heads. Fields, not a tuple: compiled, a tuple of two ints is taken
+    apart and packed again each time it is read or kept."""
+
+    def __init__(self, version: int, epoch: int, evaluated: dict[str, Pending]) -> None:
+        self.version = version
+        self.epoch = epoch
+        self.evaluated = evaluated
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class NominationMemory(SchedulerState):
     """Cluster state, and what its cycles remember (the cycle itself is
     ``queues.engine.scheduler.Scheduler``'s)."""
@@ -35,10 +62,10 @@ class NominationMemory(SchedulerState):
         self, policy: Policy, workloads: Iterable[Workload] = (), now: float = 0.0
     ) -> None:
         # Each pending head's last nomination, with its tree's version then.
-        self._nominations: dict[str, tuple[int, Entry, Witness | None]] = {}
+        self._nominations: dict[str, Nomination] = {}
         # Per cohort tree whose last cycle changed nothing: its signature then
         # and what that cycle reported for its heads (see _quiet_trees).
-        self._quiet: dict[str, tuple[tuple[int, int], dict[str, Pending]]] = {}
+        self._quiet: dict[str, QuietTree] = {}
         # False: every head is nominated afresh (what the reuse is checked against).
         self.reuse_nominations = True
         # False: every standing head is asked, none told with its tree's block
@@ -110,34 +137,49 @@ class NominationMemory(SchedulerState):
         evaluate the same heads to the same answers (a StrictFIFO gang that
         cannot fit, in every cycle of every event elsewhere), so it reports
         those answers without asking."""
-        if not self._quiet or not self._skipping_allowed():
-            self._quiet.clear()
-            return {}
         quiet: dict[str, dict[str, Pending]] = {}
-        # The others are looked at when their groups cycle next.
-        roots = (
-            list(self._quiet)
-            if groups is None
-            else [
-                root
-                for group in groups
-                for root in self.roots_in.get(group, ())
-                if root in self._quiet
-            ]
-        )
-        for root in roots:
-            signature, evaluated = self._quiet[root]
-            if signature == self._signature(root):
-                quiet[root] = evaluated
-            else:
-                del self._quiet[root]
+        if not self._remembering_quiet():
+            return quiet
+        if groups is None:
+            self._still_quiet(tuple(self._quiet), quiet)
+        else:
+            # The others are looked at when their groups cycle next.
+            for group in groups:
+                self._still_quiet(self.roots_in.get(group, ()), quiet)
         return quiet
+
+    def _remembering_quiet(self) -> bool:
+        """Whether any tree is remembered quiet, and may be told from
+        memory; where none may, none is remembered."""
+        if self._quiet and self._skipping_allowed():
+            return True
+        self._quiet.clear()
+        return False
+
+    def _still_quiet(self, roots: tuple[str, ...], quiet: dict[str, dict[str, Pending]]) -> None:
+        """Those of ``roots`` remembered quiet whose signature is still
+        theirs, with what they reported, into ``quiet``; the others
+        forgotten."""
+        memory = self._quiet
+        versions = self.tree_versions
+        epochs = self.board.epochs
+        for root in roots:
+            known = memory.get(root)
+            if known is None:
+                continue
+            # _signature, compared a field at a time.
+            if known.version == versions[root] and known.epoch == epochs.get(root, 0):
+                quiet[root] = known.evaluated
+            else:
+                del memory[root]
 
     def _asks_nothing(self, group: str) -> bool:
         """Whether a cycle in the group would visit only queues in quiet
         trees (``_quiet_trees``): it would tell their heads, unasked, what
         their last cycle told them, and change nothing."""
-        quiet = self._quiet_trees({group})
+        quiet: dict[str, dict[str, Pending]] = {}
+        if self._remembering_quiet():  # _quiet_trees({group}), without the set
+            self._still_quiet(self.roots_in.get(group, ()), quiet)
         # Its ready queues are listed (sorted, after most cycles, as their
         # set changed) only when some of its trees are quiet and some not.
         if len(quiet) == len(self.roots_in.get(group, ())) or not self.board.ready_in.get(group):
@@ -177,7 +219,7 @@ class NominationMemory(SchedulerState):
         if head is None:
             return False
         known = self._nominations.get(resting.key)
-        if known is None or known[1] is not head.entry:
+        if known is None or known.entry is not head.entry:
             return False
         return block.version_holds or (
             head.ranged_version == self.queue_versions[name] and name not in block.lapsed
@@ -190,9 +232,9 @@ class NominationMemory(SchedulerState):
         to hold from usage alone. Its own usage is as the nomination read
         it while its queue's version is."""
         known = self._nominations.get(entry.workload.key)
-        if known is None or known[1] is not entry or known[2] is None:
+        if known is None or known.entry is not entry or known.witness is None:
             return None
-        version, reads, searches = known[2]
+        version, reads, searches = known.witness
         node = self.tree.queues[entry.queue.name]
         if node.parent is None or node.parent.parent is not None:
             return None
@@ -320,7 +362,7 @@ class NominationMemory(SchedulerState):
                 if asked is None:
                     told = kept.get(root)
                     asked = {} if told is None else told
-                self._quiet[root] = (signature, asked)
+                self._quiet[root] = QuietTree(signature[0], signature[1], asked)
             else:
                 forget(self._quiet, root)
 
@@ -335,17 +377,17 @@ class NominationMemory(SchedulerState):
         if (
             self.reuse_nominations
             and known is not None
-            and known[1].workload is workload
+            and known.entry.workload is workload
             and not self.unstamped
             and not workload.check_states
         ):
-            if known[0] == version:
+            if known.version == version:
                 self.reused += 1
                 if self.check_reuse:
-                    self._check_reused(known[1], known[2], workload, queue)
-                return known[1]
-            witness = known[2]
-            entry = known[1]
+                    self._check_reused(known.entry, known.witness, workload, queue)
+                return known.entry
+            witness = known.witness
+            entry = known.entry
             again = None if witness is None else self._read_again(entry, witness)
             if witness is not None and again is not None:
                 moved, searches, own = again
@@ -359,7 +401,9 @@ class NominationMemory(SchedulerState):
                     self.refreshed += 1
                 else:
                     self.reused += 1
-                self._nominations[workload.key] = (version, entry, witness)
+                known.version = version
+                known.entry = entry
+                known.witness = witness
                 if self.check_reuse:
                     self._check_reused(entry, witness, workload, queue)
                 return entry
@@ -367,7 +411,13 @@ class NominationMemory(SchedulerState):
         entry, witness = self._nominate(workload, queue)
         if len(self._nominations) > 4 * len(self.workloads) + 1024:
             self._nominations.clear()  # of workloads gone other than by finish()
-        self._nominations[workload.key] = (version, entry, witness)
+            known = None
+        if known is None:
+            self._nominations[workload.key] = Nomination(version, entry, witness)
+        else:
+            known.version = version
+            known.entry = entry
+            known.witness = witness
         return entry
 
     def _worded(self, entry: Entry) -> Entry:
@@ -379,8 +429,8 @@ class NominationMemory(SchedulerState):
             return entry
         key = entry.workload.key
         known = self._nominations.get(key)
-        if known is not None and known[1] is entry:
-            self._nominations[key] = (known[0], worded, known[2])
+        if known is not None and known.entry is entry:
+            known.entry = worded
         return worded
 
     def _check_reused(

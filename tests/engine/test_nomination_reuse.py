@@ -233,7 +233,7 @@ def test_a_head_whose_room_changed_is_answered_again_with_the_new_figures() -> N
         scheduler.cycle(now=2)  # admits "next" after the gang was nominated
         result = scheduler.cycle(now=3)
         # Kept with the figures read, worded in when the head is processed.
-        entry = scheduler._worded(scheduler._nominations["default/gang"][1])
+        entry = scheduler._worded(scheduler._nominations["default/gang"].entry)
         assert entry.assignment is not None
         (pod_set,) = entry.assignment.pod_sets
         said.append((result.evaluated["default/gang"], pod_set.reasons, pod_set.checks))
@@ -344,7 +344,7 @@ def test_a_head_below_a_cohort_that_stopped_borrowing_is_asked_again() -> None:
         scheduler.cycle(now=3)
         scheduler.finish("default/s2")
         scheduler.cycle(now=4)
-        entry = scheduler._nominations["default/gang"][1]
+        entry = scheduler._nominations["default/gang"].entry
         assert entry.assignment is not None
         modes.append([c.mode for c in entry.assignment.pod_sets[0].checks])
     assert reusing.nominated["q"] == 2  # asked again once the level moved
@@ -381,7 +381,7 @@ def test_a_head_whose_own_queue_moved_is_read_again_with_its_levels(
     reusing, fresh = asked_and_fresh(scenario.policy)
 
     def checks_of(scheduler: Scheduler) -> list[tuple[str, int, Mode, int]]:
-        entry = scheduler._worded(scheduler._nominations["default/gang"][1])
+        entry = scheduler._worded(scheduler._nominations["default/gang"].entry)
         assert entry.assignment is not None
         checks = entry.assignment.pod_sets[0].checks
         return [(c.resource, c.available, c.mode, c.borrow) for c in checks]

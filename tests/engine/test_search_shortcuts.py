@@ -456,7 +456,7 @@ def _gang_found_hopeless(scene: dict[str, Any]) -> tuple[Scheduler, Workload, Ho
     gang = by_name["gang"]
     scheduler.add(gang)
     scheduler.cycle(now=1)
-    witness = scheduler._nominations[gang.key][2]
+    witness = scheduler._nominations[gang.key].witness
     assert witness is not None
     (read,) = witness[2]
     return scheduler, gang, read

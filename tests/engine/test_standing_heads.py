@@ -240,12 +240,12 @@ def test_a_quiet_tree_told_with_its_block_remembers_the_blocks_answers_uncopied(
     scheduler = Scheduler(_block_scenario().policy)
     _replay_with_block(scheduler, "o3")
     root = scheduler._root_of["q"]
-    assert scheduler._quiet[root][1] is scheduler._blocks[root].told
+    assert scheduler._quiet[root].evaluated is scheduler._blocks[root].told
     # Its own queue gives back quota: the memory is let go before the
     # block is read again, and "gang" fits.
     scheduler.finish("default/mine")
     assert scheduler.cycle(now=5.0).admitted.keys() == {"default/gang"}
-    assert root not in scheduler._quiet or "default/gang" not in scheduler._quiet[root][1]
+    assert root not in scheduler._quiet or "default/gang" not in scheduler._quiet[root].evaluated
 
 
 def _jobs(
