@@ -35,10 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from queues.engine.estimate import HORIZON, Pace, StartEstimate, estimate_start  # noqa: E402
+from queues.engine.events import ARRIVE  # noqa: E402
 from queues.engine.experiment import workload_stream  # noqa: E402
 from queues.engine.model import Workload  # noqa: E402
 from queues.engine.scenario import load  # noqa: E402
-from queues.engine.simulator import ARRIVE, Simulator  # noqa: E402
+from queues.engine.simulator import Simulator  # noqa: E402
 
 
 class Probing:

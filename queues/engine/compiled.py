@@ -70,6 +70,7 @@ MODULES = (
     "admission_fairness",
     "arrivals",
     "assign",
+    "events",
     "fair_order",
     "fair_preemption",
     "fairshare",

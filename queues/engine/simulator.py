@@ -41,7 +41,21 @@ from mypy_extensions import mypyc_attr
 from queues.engine import repeats
 from queues.engine.arrivals import Arrivals
 from queues.engine.collections_paused import fewer_collections
+from queues.engine.events import (
+    ARRIVE,
+    CHECK,
+    FINISH,
+    PODS_READY,
+    PODS_TIMEOUT,
+    RELEASE,
+    REQUEUE,
+    RETRY,
+    SAMPLE,
+    TIMEOUT,
+    UNPARK,
+)
 from queues.engine.model import CheckState, Policy, Workload
+from queues.engine.queueing import forget
 from queues.engine.repeats import GroupState
 from queues.engine.replay_records import (
     SimulationResult,
@@ -56,20 +70,6 @@ from queues.engine.unparking import DueUnparkings
 from queues.engine.usage_meter import QueueTotals, UsageMeter, extend_totals
 
 __all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count", "longest_run"]
-
-
-# What happens on the clock; arrivals wait in ``Arrivals``, the rest on a heap.
-ARRIVE = "arrive"
-FINISH = "finish"
-UNPARK = "unpark"
-CHECK = "check"
-RETRY = "retry"
-RELEASE = "release"
-TIMEOUT = "timeout"
-PODS_READY = "pods-ready"
-PODS_TIMEOUT = "pods-timeout"
-REQUEUE = "requeue"
-SAMPLE = "sample"
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -433,8 +433,8 @@ class Simulator:
     def _forget_run(self, key: str) -> None:
         """The workload leaves: its timers left behind are cancelled all the
         same (no generation matches), and a replay's million do not stay."""
-        self._generation.pop(key, None)
-        self._run_started.pop(key, None)
+        forget(self._generation, key)
+        forget(self._run_started, key)
 
     def _handle(self, now: float, kind: str, payload: Any) -> None:
         if kind == ARRIVE:

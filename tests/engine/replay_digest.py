@@ -25,11 +25,12 @@ from month_trace import generate, organisation  # noqa: E402
 
 import queues.engine  # noqa: E402
 from queues.engine.estimate import Pace, estimate_start  # noqa: E402
+from queues.engine.events import ARRIVE  # noqa: E402
 from queues.engine.experiment import workload_stream  # noqa: E402
 from queues.engine.explain import explain  # noqa: E402
 from queues.engine.scenario import load  # noqa: E402
 from queues.engine.scheduler import Scheduler  # noqa: E402
-from queues.engine.simulator import ARRIVE, SimulationResult, Simulator  # noqa: E402
+from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
 
 SCENARIOS = ROOT / "scenarios"
 
