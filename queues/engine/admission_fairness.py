@@ -17,14 +17,14 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
 from queues.engine.model import AdmissionFairSharing, Workload
 from queues.quantity import QuantityError, parse_decimal
 
-MILLI = {"cpu"}  # the engine keeps these in thousandths; Kueue counts cores
+MILLI: Final = {"cpu"}  # the engine keeps these in thousandths; Kueue counts cores
 
 
 def consumed_from_status(saved: Mapping[str, Any]) -> dict[str, float]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -33,7 +34,7 @@ class Share:
         return self.zero_weight and self.unweighted != 0
 
 
-ZERO = Share(0.0, 0.0, False, False)
+ZERO: Final = Share(0.0, 0.0, False, False)
 
 
 def dominant_resource_share(node: Node) -> Share:

@@ -18,6 +18,8 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+from typing import Final
+
 from mypy_extensions import mypyc_attr
 
 from queues.engine.fair_preemption import FairSharingSearch
@@ -34,7 +36,7 @@ from queues.engine.victim_search import Candidate, Variant, holds_any
 # How many candidates a classic search's first walk looks at before the
 # search asks whether any walk could succeed: of the walks that succeed in a
 # busy month, nine in ten take their last victim among the first three.
-FIRST_STEPS = 4
+FIRST_STEPS: Final = 4
 
 # Where a candidate stands in ``VictimSearch._ordered``'s order among those of
 # its list being evicted, or not: priority, then the latest admitted, then key.

@@ -15,12 +15,13 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Final
 
 from queues.engine.model import Policy
 from queues.engine.quota import QuotaTree
 
 # The group of every queue when nothing can be told apart.
-EVERYTHING = "*"
+EVERYTHING: Final = "*"
 
 
 def node_sharers(

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from typing import Final
 
 from queues.quantity import Unit, unit_for
 
-_FNV_OFFSET = 14695981039346656037
-_FNV_PRIME = 1099511628211
-_MASK = 2**64 - 1
+_FNV_OFFSET: Final = 14695981039346656037
+_FNV_PRIME: Final = 1099511628211
+_MASK: Final = 2**64 - 1
 
 
 # Resource names are few and a replay asks for their order millions of times.
@@ -28,7 +29,7 @@ def fnv1a64(text: str) -> int:
 # Each set of resource names asked about, as given, in walk order: a policy
 # has a handful, and every flavor assignment asks for each pod set's order
 # (1.5% of a replay, sorted anew each time).
-_WALK_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_WALK_ORDERS: Final[dict[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def request_order(resources: Iterable[str]) -> tuple[str, ...]:

@@ -29,8 +29,8 @@ FlavorResource = tuple[str, ...]
 # come from policies and recorded jobs, a few dozen pairs; past these sizes
 # (only unbounded input) a table starts again: an equal tuple is still found.
 _FLAVOR_RESOURCES: Final[dict[str, dict[str, FlavorResource]]] = {}
-_FLAVORS_KEPT = 1024
-_RESOURCES_KEPT = 256
+_FLAVORS_KEPT: Final = 1024
+_RESOURCES_KEPT: Final = 256
 
 
 def flavor_resource(flavor: str, resource: str) -> FlavorResource:

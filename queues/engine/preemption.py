@@ -18,6 +18,7 @@ Pure Python: no Django, no kubernetes client.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -54,7 +55,7 @@ def _not_lower(rule: str, preemptor: Workload, holder: Workload) -> str:
     return said
 
 
-_VARIANT_REASON = {
+_VARIANT_REASON: Final = {
     Variant.WITHIN_QUEUE: Reason.IN_CLUSTER_QUEUE,
     Variant.HIERARCHICAL_RECLAIM: Reason.IN_COHORT_RECLAMATION,
     Variant.RECLAIM_WITHOUT_BORROWING: Reason.IN_COHORT_RECLAMATION,

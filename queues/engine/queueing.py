@@ -15,16 +15,16 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
 from queues.engine.model import QueueingStrategy, Workload
 
 # Requeue reasons Kueue puts straight back in a BestEffortFIFO heap.
-IMMEDIATE = frozenset({"FailedAfterNomination", "PendingPreemption"})
+IMMEDIATE: Final = frozenset({"FailedAfterNomination", "PendingPreemption"})
 # How many pod sets a queue remembers the bucket of (PendingQueue._shape_of).
-SHAPES_BY_POD_SETS_KEPT = 1024
+SHAPES_BY_POD_SETS_KEPT: Final = 1024
 
 
 def scheduling_hash(workload: Workload) -> tuple[object, ...]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -29,7 +29,7 @@ from queues.engine.model import FlavorResource, Policy, Quota, flavor_resource
 
 # Past any usage (``Node.steady_between``'s open ends); small enough for a
 # compiled int.
-UNBOUNDED = 1 << 60
+UNBOUNDED: Final = 1 << 60
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

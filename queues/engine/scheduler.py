@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -47,7 +48,7 @@ from queues.engine.victim_search import REASON_TEXT, Target, usage_along
 from queues.engine.witness import Witness
 
 # How severe a reason a flavor could not be used is (_no_fit_reason).
-_SEVERITY = {"WaitingForQuota": 0, "ExceedsMaxQuota": 1, "NoMatchingFlavor": 2}
+_SEVERITY: Final = {"WaitingForQuota": 0, "ExceedsMaxQuota": 1, "NoMatchingFlavor": 2}
 
 
 def _classic_order(entry: Entry) -> tuple[int, int, float, str]:

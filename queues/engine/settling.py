@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -35,10 +35,10 @@ from queues.engine.replay_records import WorkloadRecord
 from queues.engine.scheduler import Scheduler
 
 # The first back-off after a livelock when parked workloads requeue at once.
-RETRY_FLOOR = 1.0
+RETRY_FLOOR: Final = 1.0
 # The longest a livelocked group waits before it tries again; past it, it
 # waits for something else to happen in it.
-RETRY_CEILING = 600.0
+RETRY_CEILING: Final = 600.0
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum, StrEnum
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -28,7 +29,7 @@ class Reason(StrEnum):
     IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
 
 
-REASON_TEXT = {
+REASON_TEXT: Final = {
     Reason.IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
     Reason.IN_COHORT_RECLAMATION: "reclamation within the cohort",
     Reason.IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
