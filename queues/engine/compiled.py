@@ -77,6 +77,7 @@ MODULES = (
     "first_candidates",
     "gang_fit",
     "groups",
+    "heap_calls",
     "messages",
     "model",
     "nomination_memory",

@@ -12,13 +12,12 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-import bisect
-import heapq
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
+from queues.engine.heap_calls import bisect_left, heappop, heappush, insort
 from queues.engine.model import QueueingStrategy, Workload
 
 # Requeue reasons Kueue puts straight back in a BestEffortFIFO heap.
@@ -95,7 +94,7 @@ class QueueBoard:
             known = self._sorted_in.get(group)
             if known is not None:
                 known = known.copy()
-                bisect.insort(known, queue)
+                insort(known, queue)
                 self._sorted_in[group] = known
 
     def unmark_ready(self, queue: str) -> None:
@@ -107,7 +106,7 @@ class QueueBoard:
             known = self._sorted_in.get(group)
             if known is not None:
                 known = known.copy()
-                del known[bisect.bisect_left(known, queue)]
+                del known[bisect_left(known, queue)]
                 self._sorted_in[group] = known
 
     def ready_among(self, groups: set[str] | None) -> list[str]:
@@ -283,9 +282,9 @@ class PendingQueue:
             if bucket is None:
                 self._buckets[shape] = [(order, key)]
             else:
-                heapq.heappush(bucket, (order, key))
+                heappush(bucket, (order, key))
         if shape not in self._parked_shapes:
-            heapq.heappush(self._heads, (order, shape))
+            heappush(self._heads, (order, shape))
             self.board.mark_ready(self.name)
 
     def _take(self, key: str) -> Workload | None:
@@ -313,7 +312,7 @@ class PendingQueue:
             order, key = bucket[0]
             if members is not None and key in members and self._order.get(key) == order:
                 return order, key
-            heapq.heappop(bucket)
+            heappop(bucket)
         return None
 
     def _settle(self) -> None:
@@ -328,7 +327,7 @@ class PendingQueue:
         if shape is not None and shape not in self._parked_shapes:
             following = self._head(shape)
             if following is not None:
-                heapq.heappush(self._heads, (following[0], shape))
+                heappush(self._heads, (following[0], shape))
 
     def _is_queued(self, key: str) -> bool:
         shape = self._shape.get(key)
@@ -380,14 +379,14 @@ class PendingQueue:
 
     def _pop_head(self) -> Workload | None:
         while self._heads:
-            order, shape = heapq.heappop(self._heads)
+            order, shape = heappop(self._heads)
             if shape in self._parked_shapes:
                 continue
             head = self._head(shape)
             if head is None:
                 continue
             if head[0] != order:
-                heapq.heappush(self._heads, (head[0], shape))
+                heappush(self._heads, (head[0], shape))
                 continue
             self._out = head[1]
             return self._workloads[head[1]]
@@ -434,7 +433,7 @@ class PendingQueue:
             # it): only its heads entry was gone.
             assert order is not None
             self._out = None
-            heapq.heappush(self._heads, (order, shape))
+            heappush(self._heads, (order, shape))
             if self.strategy is QueueingStrategy.STRICT_FIFO:
                 self._resting = workload
             return
@@ -464,7 +463,7 @@ class PendingQueue:
             head = self._head(shape)
             if head is not None:
                 moved += len(self._members[shape])
-                heapq.heappush(self._heads, (head[0], shape))
+                heappush(self._heads, (head[0], shape))
                 self.board.mark_ready(self.name)
         self._parked_shapes.clear()
         for workload in list(self._alone.values()):

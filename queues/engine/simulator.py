@@ -30,8 +30,6 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -54,6 +52,7 @@ from queues.engine.events import (
     TIMEOUT,
     UNPARK,
 )
+from queues.engine.heap_calls import heappop, heappush
 from queues.engine.model import CheckState, Policy, Workload
 from queues.engine.queueing import forget
 from queues.engine.repeats import GroupState
@@ -117,7 +116,7 @@ class Simulator:
         # Not with those counted, not run (park_in_place).
         self.after_cycle: Callable[[CycleResult], None] | None = None
         self._events: list[tuple[float, int, str, Any]] = []
-        self._seq = itertools.count()
+        self._seq = 0  # ties on the heap: first pushed, first out
         self._generation: dict[str, int] = {}
         self._run_started: dict[str, float] = {}
         self._requeued: dict[str, float] = {}  # key -> when it was last evicted
@@ -173,7 +172,8 @@ class Simulator:
     # ---------------------------------------------------------------- events
 
     def _push(self, time: float, kind: str, payload: Any) -> None:
-        heapq.heappush(self._events, (time, next(self._seq), kind, payload))
+        self._seq += 1
+        heappush(self._events, (time, self._seq, kind, payload))
 
     def run(self) -> SimulationResult:
         with fewer_collections():  # begin and result make a tuple a workload too
@@ -237,7 +237,7 @@ class Simulator:
             self._event(now, ARRIVE, arrived, touched)
             arrived = self.arrivals.arrive(now)
         while self._events and self._events[0][0] == now:
-            _, _, kind, payload = heapq.heappop(self._events)
+            _, _, kind, payload = heappop(self._events)
             self._event(now, kind, payload, touched)
         for group in touched:
             self._last_event[group] = now
