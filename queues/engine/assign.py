@@ -32,14 +32,8 @@ from queues.engine.model import (
     Workload,
     flavor_resource,
 )
-from queues.engine.quota import Cell, Node
+from queues.engine.quota import CellReading, Node
 from queues.engine.topology import Placer, add_pods
-
-# A quota check's reading of the tree: (flavor-resource, amount, available,
-# borrowing level and whether reclaiming could help, or None, the range of
-# the parent's usage over which available stays so: Node.steady_between, and
-# the queue's cell it read, read from again without looking it up).
-Read = tuple[FlavorResource, int, int, tuple[int, bool] | None, tuple[int, int] | None, Cell]
 
 
 class Mode(IntEnum):
@@ -370,7 +364,7 @@ class FlavorAssigner:
         # it could never fit) the borrowing level. The rest it reads is static,
         # but for the oracle's victim searches (the scheduler's witness holds
         # what those read: witness.Witness).
-        self.reads: list[Read] = []
+        self.reads: list[CellReading] = []
         self.group_of: dict[str, ResourceGroup] = {
             resource: group
             for group in queue.resource_groups
@@ -573,10 +567,10 @@ class FlavorAssigner:
                 f"({kubernetes_quantity(resource, potential)})"
             )
             check.mode = Mode.NO_FIT
-            self.reads.append((fr, value, available, None, cell.steady_between(), cell))
+            self.reads.append(CellReading(fr, value, available, None, cell.steady_between(), cell))
             return Mode.NO_FIT, 0
         level = cell.borrowing_level(value)
-        self.reads.append((fr, value, available, level, cell.steady_between(), cell))
+        self.reads.append(CellReading(fr, value, available, level, cell.steady_between(), cell))
         borrow, may_reclaim = level
         if value <= available:
             check.borrow = borrow

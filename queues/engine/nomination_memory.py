@@ -243,7 +243,8 @@ class NominationMemory(SchedulerState):
         if self.queue_versions[entry.queue.name] != version:
             return None  # its own usage moved since: never told with the block
         readings: dict[FlavorResource, RangedReading] = {}
-        for fr, value, available, _, _, cell in reads:
+        for read in reads:
+            fr, value, available, cell = read.fr, read.value, read.available, read.cell
             # Which side as read: the cycle may have moved the root since.
             low, high = cell.fits_between(value, value <= available)
             other = readings.get(fr)
@@ -477,22 +478,25 @@ class NominationMemory(SchedulerState):
         # usage, which its version covers: the same level, not worked out again.
         levels_hold = not own_moved and (parent is None or parent.parent is None)
         figures: dict[FlavorResource, int] = {}
-        for fr, value, available, level, steady, cell in reads:
+        for read in reads:
+            cell = read.cell
             above = cell.parent
             # Its own usage as it was (its version), and the parent's where
-            # the room does not move: available as it was.
+            # the room does not move (none known: an empty range): available
+            # as it was.
             if (
                 not own_moved
-                and steady is not None
                 and above is not None
-                and steady[0] <= above.used <= steady[1]
+                and read.steady_low <= above.used <= read.steady_high
             ):
                 continue
+            value, available = read.value, read.available
             now = max(0, cell.available())
             if now != available:
                 if (value <= now) != (value <= available):
                     return None
-                figures[fr] = now
+                figures[read.fr] = now
+            level = read.level
             if level is not None and not levels_hold and cell.borrowing_level(value) != level:
                 return None
         if searches:

@@ -182,6 +182,49 @@ class Cell:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class CellReading:
+    """What a quota check read of a queue's cell
+    (``assign.FlavorAssigner._fits_quota``): the flavor-resource, the
+    amount checked, the room found, the borrowing level and whether
+    reclaiming could help (None: not worked out), the range of the
+    parent's usage over which the room stays what it is
+    (``Cell.steady_between``; ``steady_low`` above ``steady_high``: none
+    known), and the cell, read from again without looking it up. Fields,
+    not a tuple: compiled, a tuple's ints are unboxed at every reading,
+    and a nomination read again (``NominationMemory._read_again``) reads
+    each of its readings at every change in its tree."""
+
+    def __init__(
+        self,
+        fr: FlavorResource,
+        value: int,
+        available: int,
+        level: tuple[int, bool] | None,
+        steady: tuple[int, int] | None,
+        cell: Cell,
+    ) -> None:
+        self.fr = fr
+        self.value = value
+        self.available = available
+        self.level = level
+        self.steady_low, self.steady_high = (1, 0) if steady is None else steady
+        self.cell = cell
+
+    def steady(self) -> tuple[int, int] | None:
+        """The range as ``Cell.steady_between`` gave it."""
+        low, high = self.steady_low, self.steady_high
+        return None if low > high else (low, high)
+
+    def asked(self) -> tuple[FlavorResource, int, int, tuple[int, bool] | None]:
+        """What the check asked and found, without the range (a reused
+        answer's is from when it was first asked)."""
+        return self.fr, self.value, self.available, self.level
+
+    def __repr__(self) -> str:
+        return f"CellReading{(*self.asked(), self.steady())}"
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(eq=False)
 class Node:
     """A ClusterQueue or a Cohort in the tree."""

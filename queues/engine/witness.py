@@ -7,9 +7,10 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
-from queues.engine.assign import Mode, Read
+from queues.engine.assign import Mode
 from queues.engine.model import FlavorResource
 from queues.engine.outcomes import Entry
+from queues.engine.quota import CellReading
 from queues.engine.victim_search import HopelessRead
 
 # What a nomination read, when that was only its own ClusterQueue (its version
@@ -18,7 +19,7 @@ from queues.engine.victim_search import HopelessRead
 # version covers, or as hopeless, in HopelessRead). Its answer then depends on
 # the readings only through which requests fit at what borrowing level: every
 # victim search it asked came back empty (see assign.refreshed).
-Witness = tuple[int, tuple[Read, ...], tuple[HopelessRead, ...]]
+Witness = tuple[int, tuple[CellReading, ...], tuple[HopelessRead, ...]]
 
 
 def as_asked(witness: Witness | None) -> object:
@@ -28,7 +29,7 @@ def as_asked(witness: Witness | None) -> object:
     if witness is None:
         return None
     version, reads, searches = witness
-    return version, tuple(read[:4] for read in reads), tuple(search[:4] for search in searches)
+    return version, tuple(read.asked() for read in reads), tuple(search[:4] for search in searches)
 
 
 def quota_only(entry: Entry) -> bool:
@@ -60,14 +61,14 @@ def witness_now(
     anew = own != version
     if anew or moved:
         reads = tuple(
-            (
-                fr,
-                v,
-                moved.get(fr, was),
-                level,
-                cell.steady_between() if anew or fr in moved else steady,
-                cell,
+            CellReading(
+                read.fr,
+                read.value,
+                moved.get(read.fr, read.available),
+                read.level,
+                read.cell.steady_between() if anew or read.fr in moved else read.steady(),
+                read.cell,
             )
-            for fr, v, was, level, steady, cell in reads
+            for read in reads
         )
     return own, reads, searches
