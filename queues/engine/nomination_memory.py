@@ -30,9 +30,9 @@ from queues.engine.witness import Witness, as_asked, quota_only, witness_now
 class Nomination:
     """A head's last nomination: its tree's version then, its entry, and
     what it read (``Witness``; None: more than that). Fields, set again in
-    place when the answer is read again (``_read_again``): a tuple would be
-    made, and its table entry written, at each of those, millions of them
-    in a busy month."""
+    place when the answer is read again (``_read_again``), asked afresh or
+    worded (``_worded``): a tuple would be made, and its table entry
+    written, at each of those, millions of them in a busy month."""
 
     def __init__(self, version: int, entry: Entry, witness: Witness | None) -> None:
         self.version = version
@@ -341,9 +341,10 @@ class NominationMemory(SchedulerState):
         if not self._skipping_allowed():
             return
         # A tree whose heads were all told with its block reports what the
-        # block told, that very dict: nothing changes it while the tree
-        # stays quiet (_quiet_trees drops the tree before its block is read
-        # again), and a tree that was quiet a cycle ago mostly is now.
+        # block told, kept as it is (the block's own dict, when it told all
+        # its heads): nothing changes it while the tree stays quiet
+        # (_quiet_trees drops the tree before its block is read again), and
+        # a tree that was quiet a cycle ago mostly is now.
         evaluated: dict[str, dict[str, Pending]] = {}
         for entry in heads:
             root = self._root_of[entry.queue.name]

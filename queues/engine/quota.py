@@ -211,7 +211,8 @@ class CellReading:
         self.cell = cell
 
     def steady(self) -> tuple[int, int] | None:
-        """The range as ``Cell.steady_between`` gave it."""
+        """The range as ``Cell.steady_between`` gave it (None: none, or
+        an empty one, which no usage is in either)."""
         low, high = self.steady_low, self.steady_high
         return None if low > high else (low, high)
 

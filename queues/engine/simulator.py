@@ -427,7 +427,7 @@ class Simulator:
         stopped and its completion cancelled."""
         key, generation = timer
         self._generation[key] = generation + 1
-        self._run_started.pop(key, None)
+        forget(self._run_started, key)
         return key
 
     def _forget_run(self, key: str) -> None:

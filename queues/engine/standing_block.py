@@ -81,7 +81,9 @@ class StandingBlock:
         # By ClusterQueue: its resting head, with that head's entry (and its
         # queue's version then, if its answer holds over ranges).
         self.heads: dict[str, BlockHead] = {}
-        # By workload key: what each was told.
+        # By workload key: what each was told. Kept as it is in
+        # NominationMemory._quiet while the tree is quiet: changed only
+        # when the tree is cycled again (add, drop_unkept, refigure).
         self.told: dict[str, Pending] = {}
         # By ClusterQueue, of the heads whose answers hold over ranges: its
         # ranges, and the room it was last told its requests found.
