@@ -60,4 +60,11 @@ def test_delay_next_trips_the_client_timeout(server: FakeApiServer, api: client.
         client.CustomObjectsApi(api).list_cluster_custom_object(
             KUEUE, V, "clusterqueues", _request_timeout=0.2
         )
+    # The client gives up as its last try times out, which the server may not
+    # have read by then (its handler thread is one of four): wait for it,
+    # bounded, as for the write above.
+    deadline = time.monotonic() + 3
+    while [call.method for call in server.calls].count("GET") < 4:
+        assert time.monotonic() < deadline, [call.method for call in server.calls]
+        time.sleep(0.05)
     assert [call.method for call in server.calls].count("GET") == 4
