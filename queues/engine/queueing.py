@@ -78,6 +78,11 @@ class QueueBoard:
         self._sorted_in: dict[str, list[str]] = {}
         self.parking: set[str] = set()
         self.parking_in: dict[str, set[str]] = {}
+        # parking_in's trees by name, sorted when first asked and dropped when
+        # their queues change (an unparking asks for one tree's, and parked
+        # work comes and goes far less often). A list given out is never
+        # changed: the caller walks it while its unparkings unmark queues.
+        self._parked_sorted: dict[str, list[str]] = {}
         self.epochs: dict[str, int] = {}
         self._root_of = root_of or {}
         self._group_of = group_of or {}
@@ -116,11 +121,7 @@ class QueueBoard:
             return sorted(self.ready)
         if len(groups) == 1:
             (group,) = groups
-            known = self._sorted_in.get(group)
-            if known is None:
-                known = sorted(self.ready_in.get(group, ()))
-                self._sorted_in[group] = known
-            return known
+            return _kept_sorted(self._sorted_in, self.ready_in, group)
         return _sorted_members(self.ready_in, groups)
 
     def changed(self, queue: str) -> None:
@@ -132,6 +133,7 @@ class QueueBoard:
             return
         self.parking.add(queue)
         root = self._root_of.get(queue, queue)
+        forget(self._parked_sorted, root)
         members = self.parking_in.get(root)
         if members is None:
             self.parking_in[root] = {queue}
@@ -142,12 +144,18 @@ class QueueBoard:
         if queue not in self.parking:
             return
         self.parking.discard(queue)
-        members = self.parking_in.get(self._root_of.get(queue, queue))
+        root = self._root_of.get(queue, queue)
+        forget(self._parked_sorted, root)
+        members = self.parking_in.get(root)
         if members is not None:
             members.discard(queue)
 
     def parked_among(self, roots: set[str]) -> list[str]:
-        """The queues with parked work in those cohort trees, by name."""
+        """The queues with parked work in those cohort trees, by name. The
+        list may be kept and given again: not to be changed."""
+        if len(roots) == 1:
+            (root,) = roots
+            return _kept_sorted(self._parked_sorted, self.parking_in, root)
         return _sorted_members(self.parking_in, roots)
 
 
@@ -156,6 +164,27 @@ def forget(table: dict[str, Any], key: str) -> None:
     by name: a replay does this for every workload, several times."""
     if key in table:
         del table[key]  # noqa: RUF051 - the point of this function
+
+
+# The builtins, held in statics: compiled, ``next(...)`` and ``reversed(...)``
+# are looked up on the builtins module at every call.
+_next: Final = next
+_reversed: Final = reversed
+
+
+def last_put(held: dict[str, Workload]) -> Workload:
+    """The workload put in ``held`` last (``held`` is not empty)."""
+    return _next(_reversed(held.values()))
+
+
+def _kept_sorted(kept: dict[str, list[str]], index: dict[str, set[str]], key: str) -> list[str]:
+    """The members ``index`` holds under ``key``, by name, as ``kept`` holds
+    them, sorted and kept there first if it does not."""
+    known = kept.get(key)
+    if known is None:
+        known = sorted(index.get(key, ()))
+        kept[key] = known
+    return known
 
 
 def _sorted_members(index: dict[str, set[str]], keys: set[str]) -> list[str]:

@@ -27,7 +27,7 @@ from queues.engine.model import (
 )
 from queues.engine.outcomes import Pending
 from queues.engine.placement import place_on_nodes, placer_for
-from queues.engine.queueing import PendingQueue, QueueBoard, forget
+from queues.engine.queueing import PendingQueue, QueueBoard, forget, last_put
 from queues.engine.quota import QuotaTree
 
 
@@ -219,7 +219,7 @@ class SchedulerState:
             if self.held_in_order[name]:
                 # In order, the newest held is the last one held.
                 at = workload.admitted_at
-                newest = next(reversed(held.values())).admitted_at if held else at
+                newest = last_put(held).admitted_at if held else at
                 if at is None or newest is None or at < newest:
                     self.held_in_order[name] = False
             if workload.evicting:

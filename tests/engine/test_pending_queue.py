@@ -308,6 +308,43 @@ def test_a_groups_names_stay_in_order_as_its_queues_come_and_go(
         assert walked == as_given
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(("mark", "unmark", "ask", "ask-both")), st.integers(0, 7)),
+        max_size=60,
+    )
+)
+def test_a_trees_parked_queues_stay_as_they_are_as_its_queues_come_and_go(
+    steps: list[tuple[str, int]],
+) -> None:
+    """A tree's queues with parked work are kept once asked (an unparking
+    asks for one tree's, again and again) and worked out again after any
+    change there: after any run of comings and goings they are the tree's
+    parking queues, sorted, another tree's changes leave them as they were,
+    and a list given out before is as it was given."""
+    names = [f"q{i}" for i in (3, 0, 7, 1, 6, 2, 5, 4)]
+    root_of = {name: "R" if int(name[1:]) % 2 else "S" for name in names}
+    board = QueueBoard(root_of=root_of)
+    given_out: list[tuple[list[str], list[str]]] = []
+    for action, index in steps:
+        name = names[index]
+        if action == "mark":
+            board.mark_parking(name)
+        elif action == "unmark":
+            board.unmark_parking(name)
+        elif action == "ask":
+            walked = board.parked_among({root_of[name]})
+            given_out.append((walked, list(walked)))
+        else:
+            assert board.parked_among({"R", "S"}) == sorted(board.parking)
+        for root in ("R", "S"):
+            expected = sorted(n for n in board.parking if root_of[n] == root)
+            assert board.parked_among({root}) == expected
+    for walked, as_given in given_out:
+        assert walked == as_given
+
+
 def test_a_head_requeued_with_a_new_time_takes_its_new_place() -> None:
     """A popped head stays in its bucket while it is out; requeued with a
     different queue time, it must move, and the next of its bucket must be
