@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
@@ -39,6 +39,23 @@ RETRY_FLOOR: Final = 1.0
 # The longest a livelocked group waits before it tries again; past it, it
 # waits for something else to happen in it.
 RETRY_CEILING: Final = 600.0
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class CycleSink:
+    """Who carries out what a settler's cycles decide (the simulator):
+    ``cycled(result, now)`` with every cycle's result, before the next
+    cycle; ``retry(at, group)`` to ask for a group's cycles again at ``at``
+    after a livelock (infinity: only once something else happens in it).
+    A class, not two callables: compiled, a method called on it is a native
+    call, where a bound method is made at every event time and called
+    through its Python entry point at every cycle."""
+
+    def cycled(self, result: CycleResult, now: float) -> None:
+        raise NotImplementedError
+
+    def retry(self, at: float, group: str) -> None:
+        raise NotImplementedError
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -103,19 +120,14 @@ class Settler:
         self,
         now: float,
         touched: set[str],
-        apply: Callable[[CycleResult, float], None],
-        retry: Callable[[float, str], None],
+        sink: CycleSink,
     ) -> None:
         """Cycles in the ``touched`` groups until each is stable, or has
-        livelocked and will retry. What a cycle decides is the caller's to
-        carry out: ``apply(result, now)`` is called with every cycle's result,
-        before the next cycle; ``retry(at, group)`` asks for a group's cycles
-        again at ``at`` after a livelock (infinity: only once something else
-        happens in it).
+        livelocked and will retry. What a cycle decides is ``sink``'s to
+        carry out (``CycleSink``).
 
-        Given at each call, not kept: a copy of the simulator (a rehearsal's
-        deep copy) would keep calling the original's methods, which compiled
-        code hands to ``copy`` as built-in functions, copied as they are."""
+        Given at each call, not kept: a settler copied on its own would
+        keep telling the original."""
         scheduler = self.scheduler
         at_once = self.requeue_delay <= 0
         active = set(touched)
@@ -129,7 +141,7 @@ class Settler:
             started = time.perf_counter() if self.timed else 0.0
             result = scheduler.cycle(now, active)
             share = (time.perf_counter() - started) / len(active) if self.timed else 0.0
-            apply(result, now)
+            sink.cycled(result, now)
             changed, evaluated = self._by_group(result, active)
             asking = scheduler.groups_asking_to_unpark() if at_once else None
             # Most event times touch one group: nothing to sort.
@@ -142,7 +154,7 @@ class Settler:
                     state.changes += 1
                     state.seen = {}
                     if state.changes >= state.limit:
-                        self._livelock(group, now, retry)
+                        self._livelock(group, now, sink)
                         active.discard(group)
                         continue
                 elif asking is not None and group in asking:
@@ -187,7 +199,7 @@ class Settler:
         back-off, it has not livelocked since it last settled)."""
         return self._backoff.get(group)
 
-    def _livelock(self, group: str, now: float, retry: Callable[[float, str], None]) -> None:
+    def _livelock(self, group: str, now: float, sink: CycleSink) -> None:
         """Tried again after a back-off that doubles, up to ``RETRY_CEILING``;
         a group that still churns then is not tried again on its own (retry
         at infinity) until something else happens in it: left to retry, a
@@ -195,9 +207,9 @@ class Settler:
         self.livelocks += 1
         backoff = self._backoff.get(group, self.requeue_delay or RETRY_FLOOR)
         if backoff >= RETRY_CEILING:
-            retry(math.inf, group)
+            sink.retry(math.inf, group)
             return
-        retry(now + backoff, group)
+        sink.retry(now + backoff, group)
         self._backoff[group] = min(backoff * 2, RETRY_CEILING)
 
     def _by_group(

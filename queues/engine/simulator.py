@@ -64,7 +64,7 @@ from queues.engine.replay_records import (
     longest_run,
 )
 from queues.engine.scheduler import CycleResult, Scheduler
-from queues.engine.settling import Settler
+from queues.engine.settling import CycleSink, Settler
 from queues.engine.unparking import DueUnparkings
 from queues.engine.usage_meter import QueueTotals, UsageMeter, extend_totals
 
@@ -72,7 +72,7 @@ __all__ = ["SimulationResult", "Simulator", "WorkloadRecord", "gpu_count", "long
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class Simulator:
+class Simulator(CycleSink):
     def __init__(
         self,
         policy: Policy,
@@ -243,7 +243,7 @@ class Simulator:
             self._last_event[group] = now
         settling = self.unparkings.apply(self.scheduler, self.settler, touched)
         self.settler.confirm_unasked = self.park_in_place
-        self.settler.settle(now, settling, self._cycled, self._retry)
+        self.settler.settle(now, settling, self)
         self.meter.settle(now)
         for group in sorted(self.scheduler.groups_asking_to_unpark()):
             if group in self._unpark_due:
@@ -514,13 +514,13 @@ class Simulator:
                 self._admitted(checked.key, now)
                 self._started(checked, now)
 
-    def _cycled(self, result: CycleResult, now: float) -> None:
+    def cycled(self, result: CycleResult, now: float) -> None:
         """What one of an event time's cycles decided, carried out."""
         self._apply(result, now)
         if self.after_cycle is not None:
             self.after_cycle(result)
 
-    def _retry(self, at: float, group: str) -> None:
+    def retry(self, at: float, group: str) -> None:
         self._retry_due[group] = at
         if at < math.inf:
             self._push(at, RETRY, group)

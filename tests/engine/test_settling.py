@@ -35,8 +35,8 @@ from queues.engine.model import (
     Workload,
 )
 from queues.engine.runner import run_cycles
-from queues.engine.scheduler import Scheduler
-from queues.engine.settling import Settler
+from queues.engine.scheduler import CycleResult, Scheduler
+from queues.engine.settling import CycleSink, Settler
 from queues.engine.simulator import SimulationResult, Simulator
 
 GPU = "nvidia.com/gpu"
@@ -72,6 +72,17 @@ def _policy() -> Policy:
             "lender": _queue("lender", {"a": Quota(8)}),
         },
     )
+
+
+class _Unheeded(CycleSink):
+    """A settler's cycles told to no one: the scheduler's state is what the
+    test reads."""
+
+    def cycled(self, result: CycleResult, now: float) -> None:
+        pass
+
+    def retry(self, at: float, group: str) -> None:
+        pass
 
 
 def _job(
@@ -297,6 +308,6 @@ def test_a_cycle_after_a_change_tells_again_what_a_cycle_before_it_told() -> Non
         scheduler.add(workload)
     settler = Settler(scheduler, {}, requeue_delay=1.0)
     group = scheduler.group_of["lender"]
-    settler.settle(1.0, {group}, lambda result, now: None, lambda at, group: None)
+    settler.settle(1.0, {group}, _Unheeded())
     assert "default/one" in scheduler.reserved["lender"]
     assert (settler.changing_cycles, settler.telling_cycles, settler.confirming_cycles) == (1, 2, 1)
