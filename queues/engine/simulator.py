@@ -51,8 +51,8 @@ from queues.engine.events import (
     SAMPLE,
     TIMEOUT,
     UNPARK,
+    Timers,
 )
-from queues.engine.heap_calls import heappop, heappush
 from queues.engine.model import CheckState, Policy, Workload
 from queues.engine.queueing import forget
 from queues.engine.repeats import GroupState
@@ -115,8 +115,7 @@ class Simulator(CycleSink):
         # many (a burst of arrivals), and a shared-out replay must still beat.
         # Not with those counted, not run (park_in_place).
         self.after_cycle: Callable[[CycleResult], None] | None = None
-        self._events: list[tuple[float, int, str, Any]] = []
-        self._seq = 0  # ties on the heap: first pushed, first out
+        self._timers = Timers()
         self._generation: dict[str, int] = {}
         self._run_started: dict[str, float] = {}
         self._requeued: dict[str, float] = {}  # key -> when it was last evicted
@@ -172,8 +171,7 @@ class Simulator(CycleSink):
     # ---------------------------------------------------------------- events
 
     def _push(self, time: float, kind: str, payload: Any) -> None:
-        self._seq += 1
-        heappush(self._events, (time, self._seq, kind, payload))
+        self._timers.push(time, kind, payload)
 
     def run(self) -> SimulationResult:
         with fewer_collections():  # begin and result make a tuple a workload too
@@ -201,8 +199,7 @@ class Simulator(CycleSink):
 
     def _next_event_time(self) -> float:
         """When the next arrival or event happens (infinity: none is left)."""
-        at = self._events[0][0] if self._events else math.inf
-        return min(at, self.arrivals.next_time())
+        return min(self._timers.next_time(), self.arrivals.next_time())
 
     @property
     def done(self) -> bool:
@@ -236,9 +233,11 @@ class Simulator(CycleSink):
         while arrived is not None:  # the scheduler holds it from now on
             self._event(now, ARRIVE, arrived, touched)
             arrived = self.arrivals.arrive(now)
-        while self._events and self._events[0][0] == now:
-            _, _, kind, payload = heappop(self._events)
-            self._event(now, kind, payload, touched)
+        timers = self._timers
+        heap = timers.heap  # changed in place
+        while heap and heap[0].time == now:
+            timer = timers.take()
+            self._event(now, timer.kind, timer.payload, touched)
         for group in touched:
             self._last_event[group] = now
         settling = self.unparkings.apply(self.scheduler, self.settler, touched)
@@ -282,7 +281,7 @@ class Simulator(CycleSink):
             return None
         pending = [
             event
-            for event in self._events
+            for event in self._timers.pending()
             if not self._cancelled(event[2], event[3])
             and group in self._group_of_event(event[2], event[3])
         ]
@@ -493,7 +492,7 @@ class Simulator(CycleSink):
             self.scheduler.sample_usage()
             ledger = self.scheduler.ledger
             # Only while something else will happen.
-            if ledger is not None and (self._events or self.arrivals.pending):
+            if ledger is not None and (self._timers.heap or self.arrivals.pending):
                 self._push(now + ledger.config.sampling_interval, SAMPLE, None)
         elif kind == UNPARK:
             del self._unpark_due[payload]
