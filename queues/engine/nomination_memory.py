@@ -394,7 +394,9 @@ class NominationMemory(SchedulerState):
             if witness is not None and again is not None:
                 moved, searches, own = again
                 if moved or own != witness[0] or searches is not witness[2]:
-                    witness = witness_now(witness, moved, searches, own)
+                    # Set only when it changed: compiled, the record's
+                    # witness set again is a new tuple packed from its items.
+                    known.witness = witness_now(witness, moved, searches, own)
                 if moved:
                     # Worded when read (Pending.worded): a head told it
                     # stays pending is mostly never read.
@@ -405,9 +407,8 @@ class NominationMemory(SchedulerState):
                     self.reused += 1
                 known.version = version
                 known.entry = entry
-                known.witness = witness
                 if self.check_reuse:
-                    self._check_reused(entry, witness, workload, queue)
+                    self._check_reused(entry, known.witness, workload, queue)
                 return entry
         self.nominated[queue.name] = self.nominated.get(queue.name, 0) + 1
         entry, witness = self._nominate(workload, queue)
@@ -473,11 +474,6 @@ class NominationMemory(SchedulerState):
         own_moved = own != version
         if own_moved and not quota_only(entry):
             return None
-        node = self.tree.queues[queue.name]
-        parent = node.parent
-        # Below a root (or as one) a queue's borrowing level reads only its own
-        # usage, which its version covers: the same level, not worked out again.
-        levels_hold = not own_moved and (parent is None or parent.parent is None)
         figures: dict[FlavorResource, int] = {}
         for read in reads:
             cell = read.cell
@@ -498,7 +494,14 @@ class NominationMemory(SchedulerState):
                     return None
                 figures[read.fr] = now
             level = read.level
-            if level is not None and not levels_hold and cell.borrowing_level(value) != level:
+            # Below a root (or as one: the queue's cells' parents are its
+            # parent's) a queue's borrowing level reads only its own usage,
+            # which its version covers: the same level, not worked out again.
+            if (
+                level is not None
+                and (own_moved or (above is not None and above.parent is not None))
+                and cell.borrowing_level(value) != level
+            ):
                 return None
         if searches:
             standing = self._still_without_victims(workload, queue, searches)
