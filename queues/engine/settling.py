@@ -126,8 +126,9 @@ class Settler:
         livelocked and will retry. What a cycle decides is ``sink``'s to
         carry out (``CycleSink``).
 
-        Given at each call, not kept: a settler copied on its own would
-        keep telling the original."""
+        Given at each call rather than kept, so that nothing in the
+        settler points back at the simulator: a copy of either (a
+        rehearsal copies the scheduler) is never wired to the other."""
         scheduler = self.scheduler
         at_once = self.requeue_delay <= 0
         active = set(touched)
