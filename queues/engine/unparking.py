@@ -82,8 +82,9 @@ def park_again_in_place(scheduler: Scheduler, group: str, roots: set[str]) -> in
     if not scheduler._asks_nothing(group):
         return None  # its heads might change something in those cycles
     board = scheduler.board
-    root_of = scheduler._root_of
-    told: list[tuple[str, Pending]] = []
+    # By head: a dict, not pairs in a list (compiled, each pair a tuple made
+    # and unpacked; an unparking tells thousands of heads).
+    told: dict[str, Pending] = {}
     holding: set[str] = set()
     rounds = 0
     for name in board.parked_among(roots):
@@ -92,35 +93,35 @@ def park_again_in_place(scheduler: Scheduler, group: str, roots: set[str]) -> in
             return None
         queue = scheduler.policy.cluster_queues[name]
         for workload in heads:
-            refused = _refused(scheduler, scheduler._nomination(workload, queue))
+            entry = scheduler._nomination(workload, queue)
+            refused = _refused(scheduler, entry, holding, name)
             if refused is None:
                 return None
-            told.append((workload.key, refused[0]))
-            if refused[1]:
-                holding.add(root_of[name])
+            told[workload.key] = refused
         rounds = max(rounds, len(heads))
     if not rounds or (holding and not _all_standing(scheduler, group, holding)):
         return None
-    for key, pending in told:
-        scheduler.status[key] = pending
+    scheduler.status.update(told)
     scheduler.cycles += rounds + 1
     return rounds
 
 
-def _refused(scheduler: Scheduler, entry: Entry) -> tuple[Pending, bool] | None:
+def _refused(scheduler: Scheduler, entry: Entry, holding: set[str], name: str) -> Pending | None:
     """What processing the head would tell it, if that parks it again with
     nothing changed (``Scheduler._refusal``'s first answers: no fit, or no
-    victims), and whether it would hold capacity for the rest of the cycle
-    meanwhile. None otherwise: failed checks queue it again on its own."""
+    victims); the tree of its queue (``name``) is put in ``holding`` when it
+    would hold capacity for the rest of the cycle meanwhile. None
+    otherwise: failed checks queue it again on its own."""
     if entry.pending is not None:
         return None
     told = scheduler._standing(entry)  # holding nothing
     if told is not None:
-        return told, False
+        return told
     assignment = entry.assignment
     if assignment is not None and assignment.needs_preemption and not entry.targets:
         # No victims, where its queue may not reclaim from any (_standing's other case).
-        return scheduler._no_victims(entry, assignment), True
+        holding.add(scheduler._root_of[name])
+        return scheduler._no_victims(entry, assignment)
     return None
 
 
