@@ -1,6 +1,8 @@
 # Berth — the two commands are `make run` and `make test` (see README.md).
 SHELL := /bin/bash
-PYTHON ?= python3
+# The interpreter .venv is built on: scripts/pick_python.py says which and why
+# (python3 scripts/pick_python.py --why); make install PYTHON=... chooses.
+PYTHON ?= $(shell python3 scripts/pick_python.py 2>/dev/null || echo python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -11,7 +13,7 @@ PORT ?= 8000
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Berth needs Python 3.11 or newer; found " + sys.version.split()[0])'
-	@test -x $(PY) || { echo "==> creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@test -x $(PY) || { echo "==> creating $(VENV) on $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	@echo "==> installing Berth and its tools into $(VENV) (first run takes a minute)"
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	@$(PY) -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt -e '.[dev]'
