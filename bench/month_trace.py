@@ -114,7 +114,6 @@ def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
     gib = to_canonical("memory", f"{MEMORY_GIB_PER_GPU}Gi")
     offered: dict[str, float] = {}
     biggest: dict[str, int] = {}
-    workloads: list[tuple[Workload, str]] = []
     step = max(1, args.workloads // 10)
     # What every workload of a class, or of a team in a class, shares: worked
     # out once, not per workload (a million of them). The draws are the ones
@@ -128,10 +127,30 @@ def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
         for team in range(args.teams)
         for load in LOADS
     }
-    for i, (created, team, load) in enumerate(zip(arrivals, team_of, class_of, strict=True)):
+    # Drawn in arrival order, one random stream; made tree by tree (stable
+    # within a tree), each in its place in the list: the same trace, but a
+    # tree's workloads lie together in memory, so that replaying tree after
+    # tree (tree_by_tree.py) frees whole blocks of it for what comes after.
+    gpus_of: list[int] = []
+    runtime_of: list[float] = []
+    for i, (team, load) in enumerate(zip(team_of, class_of, strict=True)):
         draws = drawn[load.name]
         gpus = draws.gpus(rng)
         runtime = draws.runtime(rng)
+        gpus_of.append(gpus)
+        runtime_of.append(runtime)
+        queue = names[team, load.name][1]
+        offered[queue] = offered.get(queue, 0.0) + gpus * runtime
+        biggest[queue] = max(biggest.get(queue, 0), gpus)
+        if (i + 1) % step == 0:
+            tick(i + 1)
+    division = [division_of(team, args.teams, args.divisions) for team in range(args.teams)]
+    order = sorted(range(args.workloads), key=lambda i: division[team_of[i]])
+    slots: list[tuple[Workload, str] | None] = [None] * args.workloads
+    for i in order:
+        load = class_of[i]
+        draws = drawn[load.name]
+        gpus = gpus_of[i]
         per_pod = min(gpus, 8)
         pod_set = PodSet(
             "main",
@@ -139,26 +158,22 @@ def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
             {GPU: per_pod, "cpu": cpu_milli * per_pod, "memory": gib * per_pod},
             tolerations=draws.tolerations,
         )
-        namespace, queue = names[team, load.name]
-        workloads.append(
-            (
-                Workload(
-                    name=f"job-{i:07d}",
-                    namespace=namespace,
-                    cluster_queue=queue,
-                    pod_sets=(pod_set,),
-                    priority=draws.priority,
-                    creation_time=created,
-                    runtime=runtime,
-                    checkpoint_interval=load.checkpoint,
-                ),
-                load.name,
-            )
+        namespace, queue = names[team_of[i], load.name]
+        slots[i] = (
+            Workload(
+                name=f"job-{i:07d}",
+                namespace=namespace,
+                cluster_queue=queue,
+                pod_sets=(pod_set,),
+                priority=draws.priority,
+                creation_time=arrivals[i],
+                runtime=runtime_of[i],
+                checkpoint_interval=load.checkpoint,
+            ),
+            load.name,
         )
-        offered[queue] = offered.get(queue, 0.0) + gpus * runtime
-        biggest[queue] = max(biggest.get(queue, 0), gpus)
-        if (i + 1) % step == 0:
-            tick(i + 1)
+    del gpus_of, runtime_of, order
+    workloads = [slot for slot in slots if slot is not None]
     return Trace(workloads, offered, biggest)
 
 

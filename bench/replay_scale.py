@@ -4,7 +4,7 @@
     .venv/bin/python bench/replay_scale.py --workloads 200000
     .venv/bin/python bench/replay_scale.py --workloads 200000 --profile /tmp/replay.prof
     .venv/bin/python bench/replay_scale.py --teams 200 --days 30 --divisions 10 --seed 1 \\
-        --load 0.85 [--tracemalloc] [--max-rss-gib 8]
+        --load 0.85 [--together] [--tracemalloc] [--max-rss-gib 8]
 
 The organisation: ``--teams`` teams in ``--divisions`` root cohorts (independent
 quota trees). Each team has one ClusterQueue per team queue class
@@ -73,8 +73,15 @@ the timing adds a little to every cycle, so compare timed runs with timed
 runs). ``--so-far SECONDS`` replays as a what-if
 run does for its page: every SECONDS or so (never more often than four times
 what the last reading took) it prints the figures so far and what reading
-them cost. ``--workers N`` splits the replay into its independent cohort trees
-(``queues.engine.split``), replays them in N processes and merges the results
+them cost (the trees at once). By default the process replays its independent
+cohort trees one after another (``tree_by_tree.py``: each tree on its own
+simulator, let go once done, the results merged into the one the whole replay
+gives, ``tests/engine/test_split.py``), printing a line a tree: 29% less time
+on the million, with 3.7% fewer instructions (one tree's state stays in the
+caches, ten trees' do not). ``--together`` replays every tree at once in one
+simulator, with the same answers. ``--workers N`` splits the replay into its
+independent cohort trees (``queues.engine.split``), replays them in N
+processes and merges the results
 (the same result as one process gives: ``tests/engine/test_split.py``); it
 prints each group's time and the merge's. Progress goes to stdout as it runs.
 Pure engine: no Django, no database. Prints figures; asserts nothing. It says
@@ -110,6 +117,7 @@ from month_trace import (  # noqa: E402
     generate,
     organisation,
 )
+from tree_by_tree import replay_trees, split_trees  # noqa: E402
 
 import queues.engine  # noqa: E402
 from queues.display import duration  # noqa: E402
@@ -119,7 +127,7 @@ from queues.engine.model import Policy, Workload  # noqa: E402
 from queues.engine.scheduler import Scheduler  # noqa: E402
 from queues.engine.settling import Settler  # noqa: E402
 from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
-from queues.engine.split import group_simulators, merge  # noqa: E402
+from queues.engine.split import GroupReplay, group_simulators, merge  # noqa: E402
 
 # Published queue waits (TRACES.md), median s / mean min, to read the replay's against.
 PUBLISHED_WAITS = "Philly 189 s / 62.7 min, Helios 0 s / 14.4 min, PAI 9 s / 6.7 min"
@@ -154,15 +162,21 @@ class Progress:
             return
         self.next_mark = done + max(1, total // 20)
         self.next_print = elapsed + 15
-        rss = rss_mib()
+        rss = within_cap(self.cap_mib)
         print(
             f"  replay {100 * done / total:5.1f}%  {done:>9,}/{total:,} finished  "
             f"sim day {self.simulator.scheduler.now / DAY:5.1f}  "
             f"{self.simulator.admissions:>9,} admissions  {elapsed:7.1f} s  RSS {rss:,.0f} MiB",
             flush=True,
         )
-        if rss > self.cap_mib:
-            raise SystemExit(f"stopped: resident memory {rss:,.0f} MiB is past the cap")
+
+
+def within_cap(cap_mib: float) -> float:
+    """The resident MiB; stops the run past the memory cap."""
+    rss = rss_mib()
+    if rss > cap_mib:
+        raise SystemExit(f"stopped: resident memory {rss:,.0f} MiB is past the cap")
+    return rss
 
 
 # The groups' replays, set up before the worker processes fork: they read
@@ -369,6 +383,11 @@ def main() -> int:
         help="replay the independent cohort trees apart, in N processes, and merge them",
     )
     parser.add_argument(
+        "--together",
+        action="store_true",
+        help="replay every tree at once in one simulator, not one tree after another",
+    )
+    parser.add_argument(
         "--cycle-times",
         action="store_true",
         help="time each cycle and print the seconds each kind took (one process)",
@@ -377,9 +396,12 @@ def main() -> int:
         "--so-far",
         type=float,
         metavar="SECONDS",
-        help="print the figures so far about every SECONDS, as a what-if run stores them",
+        help="print the figures so far about every SECONDS, as a what-if run stores them "
+        "(the trees at once, as --together)",
     )
     args = parser.parse_args()
+    if args.so_far:
+        args.together = True  # a what-if's figures so far are read off one simulator
     if args.tracemalloc:
         tracemalloc.start()
     baseline = rss_mib()
@@ -429,17 +451,35 @@ def main() -> int:
     )
 
     replay_started = time.perf_counter()
-    simulator = Simulator(policy, trace.workloads if not args.workers else [])
-    simulator.progress = Progress(simulator, replay_started, args.max_rss_gib * 1024)
-    simulator.settler.timed = args.cycle_times
-    if not args.workers:
+    cap_mib = args.max_rss_gib * 1024
+    simulator: Simulator | None = None
+    trees: dict[str, GroupReplay] = {}
+    if args.workers:
+        pass
+    elif args.together:
+        simulator = Simulator(policy, trace.workloads)
+        simulator.progress = Progress(simulator, replay_started, cap_mib)
+        simulator.settler.timed = args.cycle_times
         trace.workloads = []  # the simulator holds them now
+    else:
+        trees = split_trees(policy, trace.workloads)
+        trace.workloads = []  # the trees hold them now
+        print(f"  {len(trees)} independent cohort trees, replayed one after another", flush=True)
     set_up = time.perf_counter()
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
+    settler: Any = None
+    scheduler: Any = None
     if args.workers:
         result = replay_in_processes(policy, trace.workloads, args.workers)
+    elif simulator is None:
+        result, settler, scheduler = replay_trees(
+            trees,
+            timed=args.cycle_times,
+            started=replay_started,
+            check_memory=lambda: within_cap(cap_mib),
+        )
     elif args.so_far:
         result = replay_together(
             {"replay": simulator},
@@ -448,6 +488,8 @@ def main() -> int:
         )["replay"]
     else:
         result = simulator.run()
+    if simulator is not None:
+        settler, scheduler = simulator.settler, simulator.scheduler
     if profiler is not None:
         profiler.disable()
     finished = time.perf_counter()
@@ -466,8 +508,8 @@ def main() -> int:
         f"simulated {(result.end - result.start) / DAY:.1f} days"
     )
     if not args.workers:  # the counts are the worker processes' otherwise
-        print(cycle_figures(simulator.settler))
-        print(nomination_figures(simulator.scheduler, result))
+        print(cycle_figures(settler))
+        print(nomination_figures(scheduler, result))
     print(
         f"memory: baseline {baseline:,.0f} MiB, after generation {after_generation:,.0f} MiB, "
         f"after replay {after_replay:,.0f} MiB, peak (ru_maxrss) {peak:,.0f} MiB; "

@@ -5,6 +5,7 @@ made from it moves."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import random
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from month_trace import LOADS, _Draws
+from month_trace import LOADS, _Draws, generate
 
 from queues.engine.generate import Runtime
 
@@ -40,3 +41,33 @@ def test_a_class_with_a_fixed_runtime_takes_no_draw_for_it() -> None:
         for _ in range(50):
             assert draws.runtime(worked_out) == min(load.runtime.sample(asked), load.cap)
             assert draws.gpus(worked_out) == asked.choices(load.gpus[0], weights=load.gpus[1])[0]
+
+
+def test_a_trace_made_tree_by_tree_is_the_one_made_in_arrival_order() -> None:
+    """``generate`` draws in arrival order and makes the workloads tree by
+    tree, each in its place: with one tree that is arrival order, and with
+    four every workload is the same but for the urgent-release queue it is
+    sent to (one a tree), in the same place in the list."""
+
+    def trace(divisions: int) -> list[tuple[object, ...]]:
+        args = argparse.Namespace(workloads=4_000, teams=12, days=3, divisions=divisions, seed=5)
+        made = generate(args, lambda done: None)
+        return [
+            (
+                w.name,
+                w.namespace,
+                "urgent" if w.cluster_queue.startswith("urgent-release") else w.cluster_queue,
+                w.pod_sets,
+                w.priority,
+                w.creation_time,
+                w.runtime,
+                w.checkpoint_interval,
+                load,
+            )
+            for w, load in made.workloads
+        ]
+
+    one_tree, four_trees = trace(1), trace(4)
+    assert [row[0] for row in one_tree] == [f"job-{i:07d}" for i in range(4_000)]
+    assert [row[5] for row in one_tree] == sorted(row[5] for row in one_tree)
+    assert four_trees == one_tree

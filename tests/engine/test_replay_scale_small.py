@@ -4,6 +4,7 @@ whose workloads was admitted (it crashed on that class's NaN wait before)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,3 +39,33 @@ def test_cycle_times_are_printed_by_kind_when_asked() -> None:
     kinds = [part.split()[0] for part in line.removeprefix("cycle times: ").split(", ")]
     assert kinds == ["changing", "telling", "confirming"]
     assert "µs each" in line
+
+
+def _answers(stdout: str) -> list[str]:
+    """What a replay answered, as the bench prints it: admissions, cycles,
+    nominations and the waits table (times and memory left out)."""
+    keep = ("admissions ", "cycles ", "nominations ", *LOAD_NAMES)
+    lines = [line for line in stdout.splitlines() if line.startswith(keep)]
+    return [re.sub(r" \([\d,]+/s\)", "", line) for line in lines]
+
+
+LOAD_NAMES = ("interactive-dev", "eval-batch", "training-large", "urgent-release")
+
+
+def test_tree_after_tree_answers_as_the_trees_replayed_at_once() -> None:
+    args = [
+        sys.executable,
+        str(BENCH),
+        *("--workloads", "3000", "--teams", "12", "--divisions", "3", "--days", "3"),
+    ]
+    by_tree = subprocess.run(args, capture_output=True, text=True, timeout=300, check=True)
+    together = subprocess.run(
+        [*args, "--together"], capture_output=True, text=True, timeout=300, check=True
+    )
+    printed = by_tree.stdout.splitlines()
+    trees = [line.split(":")[0].strip() for line in printed if line.startswith("  tree ")]
+    assert trees == ["tree div-00 (1/3)", "tree div-01 (2/3)", "tree div-02 (3/3)"]
+    assert not any("  tree " in line for line in together.stdout.splitlines())
+    answers = _answers(by_tree.stdout)
+    assert len(answers) == 3 + len(LOAD_NAMES)
+    assert answers == _answers(together.stdout)
