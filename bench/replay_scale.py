@@ -145,26 +145,38 @@ def peak_mib() -> float:
 
 
 class Progress:
-    """Prints every 5% of the workloads finished, or every 15 s when slower; stops
-    the run past the memory cap."""
+    """Prints every 5% of the workloads finished, or every 15 s when slower
+    (only every 15 s without ``by_share``: a tree of many, whose end prints its
+    own line); stops the run past the memory cap."""
 
-    def __init__(self, simulator: Simulator, started: float, cap_mib: float) -> None:
+    def __init__(
+        self,
+        simulator: Simulator,
+        started: float,
+        cap_mib: float,
+        *,
+        label: str = "replay",
+        by_share: bool = True,
+    ) -> None:
         self.simulator = simulator
         self.started = started
         self.cap_mib = cap_mib
-        self.next_mark = 0
-        self.next_print = 0.0
+        self.label = label
+        self.by_share = by_share
+        self.next_mark = 0 if by_share else sys.maxsize
+        self.next_print = 0.0 if by_share else time.perf_counter() - started + 15
 
     def __call__(self, done: int, total: int) -> None:
         # Called at every completion: keep the common case to two comparisons.
         elapsed = time.perf_counter() - self.started
         if done < self.next_mark and elapsed < self.next_print:
             return
-        self.next_mark = done + max(1, total // 20)
+        if self.by_share:
+            self.next_mark = done + max(1, total // 20)
         self.next_print = elapsed + 15
         rss = within_cap(self.cap_mib)
         print(
-            f"  replay {100 * done / total:5.1f}%  {done:>9,}/{total:,} finished  "
+            f"  {self.label} {100 * done / total:5.1f}%  {done:>9,}/{total:,} finished  "
             f"sim day {self.simulator.scheduler.now / DAY:5.1f}  "
             f"{self.simulator.admissions:>9,} admissions  {elapsed:7.1f} s  RSS {rss:,.0f} MiB",
             flush=True,
@@ -464,7 +476,8 @@ def main() -> int:
     else:
         trees = split_trees(policy, trace.workloads)
         trace.workloads = []  # the trees hold them now
-        print(f"  {len(trees)} independent cohort trees, replayed one after another", flush=True)
+        kind = "tree" if len(trees) == 1 else "trees"
+        print(f"  {len(trees)} independent cohort {kind}, replayed one after another", flush=True)
     set_up = time.perf_counter()
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
@@ -474,11 +487,18 @@ def main() -> int:
     if args.workers:
         result = replay_in_processes(policy, trace.workloads, args.workers)
     elif simulator is None:
+
+        def watch(tree: Simulator, name: str) -> None:
+            tree.progress = Progress(
+                tree, replay_started, cap_mib, label=f"tree {name}", by_share=False
+            )
+
         result, settler, scheduler = replay_trees(
             trees,
             timed=args.cycle_times,
             started=replay_started,
             check_memory=lambda: within_cap(cap_mib),
+            watch=watch,
         )
     elif args.so_far:
         result = replay_together(

@@ -25,6 +25,7 @@ from typing import Any
 
 from queues.engine.model import Policy, Workload
 from queues.engine.replay_records import SimulationResult
+from queues.engine.simulator import Simulator
 from queues.engine.split import GroupReplay, group_replays, merge
 
 # What replay_scale.py prints of each tree's settler and scheduler, summed.
@@ -77,11 +78,13 @@ def replay_trees(
     timed: bool,
     started: float,
     check_memory: Callable[[], float],
+    watch: Callable[[Simulator, str], None] | None = None,
 ) -> tuple[SimulationResult, Any, Any]:
     """Each tree replayed in turn (by name), its simulator let go once done,
     and the results merged; with the trees' settler and scheduler counts
     summed. Prints a line a tree; ``check_memory`` (the resident MiB, or it
-    stops the run) is asked after each."""
+    stops the run) is asked after each, and ``watch`` is given each tree's
+    simulator (and name) before it runs."""
     results: dict[str, SimulationResult] = {}
     settler: dict[str, Any] = {"timed": timed}
     scheduler: dict[str, Any] = {"nominated": {}}
@@ -91,6 +94,8 @@ def replay_trees(
         began = time.perf_counter()
         simulator = trees.pop(name).take_simulator()
         simulator.settler.timed = timed
+        if watch is not None:
+            watch(simulator, name)
         results[name] = simulator.run()
         took = time.perf_counter() - began
         _add(settler, simulator.settler, SETTLER_COUNTS)

@@ -7,7 +7,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "replay_scale.py"
 
@@ -63,9 +68,38 @@ def test_tree_after_tree_answers_as_the_trees_replayed_at_once() -> None:
         [*args, "--together"], capture_output=True, text=True, timeout=300, check=True
     )
     printed = by_tree.stdout.splitlines()
-    trees = [line.split(":")[0].strip() for line in printed if line.startswith("  tree ")]
+    ends = [line for line in printed if line.startswith("  tree ") and "workloads in" in line]
+    trees = [line.split(":")[0].strip() for line in ends]
     assert trees == ["tree div-00 (1/3)", "tree div-01 (2/3)", "tree div-02 (3/3)"]
     assert not any("  tree " in line for line in together.stdout.splitlines())
     answers = _answers(by_tree.stdout)
     assert len(answers) == 3 + len(LOAD_NAMES)
     assert answers == _answers(together.stdout)
+
+
+def test_a_trees_progress_is_printed_every_15_s_not_every_5_percent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sys.path.insert(0, str(BENCH.parent))
+    from replay_scale import Progress
+
+    simulator: Any = SimpleNamespace(scheduler=SimpleNamespace(now=0.0), admissions=0)
+    progress = Progress(simulator, time.perf_counter(), 1e9, label="tree div-00", by_share=False)
+    for done in range(1, 10):
+        progress(done, 10)
+    assert capsys.readouterr().out == ""
+    progress.started -= 16  # 16 s on
+    progress(9, 10)
+    progress(10, 10)
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("  tree div-00  90.0%")
+    by_share = Progress(simulator, time.perf_counter(), 1e9)
+    by_share(0, 10)
+    by_share(1, 10)
+    by_share(2, 10)
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split("%")[0] for line in printed] == [
+        "  replay   0.0",
+        "  replay  10.0",
+        "  replay  20.0",
+    ]
