@@ -133,7 +133,7 @@ def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
     # tree (tree_by_tree.py) frees whole blocks of it for what comes after.
     gpus_of: list[int] = []
     runtime_of: list[float] = []
-    for i, (team, load) in enumerate(zip(team_of, class_of, strict=True)):
+    for team, load in zip(team_of, class_of, strict=True):
         draws = drawn[load.name]
         gpus = draws.gpus(rng)
         runtime = draws.runtime(rng)
@@ -142,12 +142,10 @@ def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
         queue = names[team, load.name][1]
         offered[queue] = offered.get(queue, 0.0) + gpus * runtime
         biggest[queue] = max(biggest.get(queue, 0), gpus)
-        if (i + 1) % step == 0:
-            tick(i + 1)
     division = [division_of(team, args.teams, args.divisions) for team in range(args.teams)]
     order = sorted(range(args.workloads), key=lambda i: division[team_of[i]])
     slots: list[tuple[Workload, str] | None] = [None] * args.workloads
-    for i in order:
+    for made, i in enumerate(order, 1):
         load = class_of[i]
         draws = drawn[load.name]
         gpus = gpus_of[i]
@@ -172,6 +170,8 @@ def generate(args: argparse.Namespace, tick: Callable[[int], None]) -> Trace:
             ),
             load.name,
         )
+        if made % step == 0:
+            tick(made)
     del gpus_of, runtime_of, order
     workloads = [slot for slot in slots if slot is not None]
     return Trace(workloads, offered, biggest)
