@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 # The interpreter .venv is built on: scripts/pick_python.py says which and why
 # (python3 scripts/pick_python.py --why); make install PYTHON=... chooses.
-PYTHON ?= $(shell python3 scripts/pick_python.py 2>/dev/null || echo python3)
+PYTHON ?= $(shell python3 scripts/pick_python.py || echo python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -12,8 +12,10 @@ PORT ?= 8000
 .PHONY: run test check pytest pytest-pure-engine install migrate seed worker beat fmt clean compose-config mutation
 
 $(STAMP): pyproject.toml constraints.txt
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Berth needs Python 3.11 or newer; found " + sys.version.split()[0])'
-	@test -x $(PY) || { echo "==> creating $(VENV) on $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@test -x $(PY) || { \
+	  python="$(PYTHON)"; \
+	  "$$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Berth needs Python 3.11 or newer; found " + sys.version.split()[0])' && \
+	  echo "==> creating $(VENV) on $$python" && "$$python" -m venv $(VENV); }
 	@echo "==> installing Berth and its tools into $(VENV) (first run takes a minute)"
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	@$(PY) -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt -e '.[dev]'

@@ -51,7 +51,11 @@ BENCH = Path("bench") / "replay_scale.py"
 
 # Lines of replay_scale.py's output that move from run to run, or with the
 # engine's speed: left out when two runs' answers are compared.
-_MOVING = re.compile(r"^(workloads |engine:|generat|memory|cycle times|  replay)|RSS")
+# (The line naming the trees a replay goes through one after another is
+# printed only since 7cdaa1e: a baseline before it replays them at once.)
+_MOVING = re.compile(
+    r"^(workloads |engine:|generat|memory|cycle times|  replay|  \d+ independent cohort)|RSS"
+)
 # replay_scale.py's options that print timings of their own.
 _REFUSED = ("--so-far", "--workers", "--profile", "--tracemalloc")
 _RATE = re.compile(r"\([0-9,.]+/s\)")

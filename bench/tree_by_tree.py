@@ -103,6 +103,9 @@ def replay_trees(
         for queue, nominated in simulator.scheduler.nominated.items():
             scheduler["nominated"][queue] = scheduler["nominated"].get(queue, 0) + nominated
         admissions = sum(r.admissions for r in results.values())
+        # Its progress watch points back at it: let go of both now, not at
+        # the next collection of cycles.
+        simulator.progress = None
         del simulator
         rss = check_memory()
         print(

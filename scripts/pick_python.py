@@ -11,8 +11,9 @@ make a venv, and prefers, in turn:
    shared ``libpython``: calls inside a shared ``libpython`` go through the
    dynamic linker's tables, and such builds (pyenv's default) are rarely built
    with profile-guided optimisation. On the project's machine Debian's
-   ``/usr/bin/python3.11`` replays 20% faster than pyenv's 3.11 with the same
-   engine (``docs/replay-scale-history.md``, 2026-12-07, afternoon);
+   ``/usr/bin/python3.11`` replays in about 20% less time than pyenv's 3.11
+   with the same engine (``docs/replay-scale-history.md``, 2026-12-07,
+   afternoon);
 3. the PATH's, as ``python3`` would be.
 
     python3 scripts/pick_python.py          # the path, for the Makefile
@@ -54,6 +55,10 @@ print(json.dumps({
 
 @dataclass(frozen=True)
 class Interpreter:
+    # What the venv is built with (a pyenv shim or Homebrew's link stays one,
+    # so that it follows upgrades), and the file it runs, which tells two
+    # commands for one interpreter apart.
+    command: str
     executable: str
     version: tuple[int, int, int]
     venv: bool
@@ -73,7 +78,8 @@ class Interpreter:
                 None: "linking unknown",
             }[self.shared_libpython],
         ]
-        return f"{self.executable}: " + ", ".join(facts)
+        runs = "" if self.command == self.executable else f" ({self.executable})"
+        return f"{self.command}{runs}: " + ", ".join(facts)
 
 
 def eligible(interpreter: Interpreter) -> bool:
@@ -96,13 +102,19 @@ def choose(candidates: list[Interpreter]) -> Interpreter | None:
 def probe(command: str) -> Interpreter | None:
     try:
         done = subprocess.run(
-            [command, "-c", PROBE], capture_output=True, text=True, timeout=30, check=True
+            # -I: no PYTHONPATH, PYTHONHOME or user site-packages in what it says of itself.
+            [command, "-I", "-c", PROBE],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         )
         facts = json.loads(done.stdout)
         major, minor, micro = facts["version"]
     except (OSError, subprocess.SubprocessError, ValueError, KeyError):
         return None
     return Interpreter(
+        command=command,
         executable=facts["executable"],
         version=(int(major), int(minor), int(micro)),
         venv=bool(facts["venv"]),
@@ -142,7 +154,7 @@ def main(argv: list[str]) -> int:
         )
         return 1
     if not why:
-        print(chosen.executable)
+        print(chosen.command)
     return 0
 
 

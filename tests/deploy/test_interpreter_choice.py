@@ -20,7 +20,8 @@ def interpreter(
     headers: bool = True,
     shared: bool | None = True,
 ) -> Interpreter:
-    return Interpreter(f"/opt/{name}/bin/python3", version, venv, headers, shared)
+    path = f"/opt/{name}/bin/python3"
+    return Interpreter(path, path, version, venv, headers, shared)
 
 
 def test_one_with_its_core_linked_in_is_preferred_to_one_loading_a_shared_libpython() -> None:
@@ -53,6 +54,7 @@ def test_an_interpreter_older_than_3_11_or_without_venv_is_never_chosen() -> Non
 def test_a_probe_sees_the_interpreter_as_it_sees_itself() -> None:
     found = probe(sys.executable)
     assert found is not None
+    assert found.command == sys.executable
     assert found.executable == os.path.realpath(sys.executable)
     assert found.version == tuple(sys.version_info[:3])
     with Path("/proc/self/maps").open() as maps:

@@ -45,6 +45,22 @@ def test_what_moves_with_time_is_left_out_and_the_answers_are_not() -> None:
     assert any(line.startswith("interactive-dev") for line in side_by_side.answers(first))
 
 
+def test_a_replay_tree_after_tree_answers_as_one_of_every_tree_at_once() -> None:
+    """A baseline before 7cdaa1e replays every tree at once; since, the bench
+    names the trees it goes through and prints a line a tree, with times."""
+    at_once = RUN.format(replay="0.4", admissions="2,000", rate="5,000", nominations="2,100")
+    tree_lines = (
+        "  2 independent cohort trees, replayed one after another\n"
+        "  tree div-00  51.5%  1,000/2,000 finished  sim day  1.0  1,000 admissions  15.5 s  "
+        "RSS 51 MiB\n"
+        "  tree div-00 (1/2): 1,000 workloads in 0.2 s; 1,000 admissions so far, 0.2 s in all, "
+        "RSS 51 MiB\n"
+    )
+    lines = at_once.splitlines(keepends=True)
+    by_tree = "".join([*lines[:3], tree_lines, *lines[3:]])
+    assert side_by_side.answers(by_tree) == side_by_side.answers(at_once)
+
+
 def test_a_run_that_gives_other_answers_is_shown_against_the_baseline() -> None:
     base = RUN.format(replay="0.4", admissions="2,000", rate="5,000", nominations="2,100")
     again = RUN.format(replay="0.5", admissions="2,000", rate="4,000", nominations="2,100")
