@@ -119,7 +119,7 @@ from month_trace import (  # noqa: E402
     generate,
     organisation,
 )
-from tree_by_tree import replay_trees, split_trees  # noqa: E402
+from tree_by_tree import replay_trees  # noqa: E402
 
 import queues.engine  # noqa: E402
 from queues.display import duration  # noqa: E402
@@ -129,7 +129,7 @@ from queues.engine.model import Policy, Workload  # noqa: E402
 from queues.engine.scheduler import Scheduler  # noqa: E402
 from queues.engine.settling import Settler  # noqa: E402
 from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
-from queues.engine.split import GroupReplay, group_simulators, merge  # noqa: E402
+from queues.engine.split import GroupReplay, group_replays, group_simulators, merge  # noqa: E402
 
 # Published queue waits (TRACES.md), median s / mean min, to read the replay's against.
 PUBLISHED_WAITS = "Philly 189 s / 62.7 min, Helios 0 s / 14.4 min, PAI 9 s / 6.7 min"
@@ -468,15 +468,13 @@ def main() -> int:
     cap_mib = args.max_rss_gib * 1024
     simulator: Simulator | None = None
     trees: dict[str, GroupReplay] = {}
-    if args.workers:
-        pass
-    elif args.together:
+    if args.together:
         simulator = Simulator(policy, trace.workloads)
         simulator.progress = Progress(simulator, replay_started, cap_mib)
         simulator.settler.timed = args.cycle_times
         trace.workloads = []  # the simulator holds them now
-    else:
-        trees = split_trees(policy, trace.workloads)
+    elif not args.workers:
+        trees = group_replays(policy, trace.workloads)
         trace.workloads = []  # the trees hold them now
         kind = "tree" if len(trees) == 1 else "trees"
         print(f"  {len(trees)} independent cohort {kind}, replayed one after another", flush=True)

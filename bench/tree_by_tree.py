@@ -23,10 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from queues.engine.model import Policy, Workload
 from queues.engine.replay_records import SimulationResult
 from queues.engine.simulator import Simulator
-from queues.engine.split import GroupReplay, group_replays, merge
+from queues.engine.split import GroupReplay, merge
 
 # What replay_scale.py prints of each tree's settler and scheduler, summed.
 SETTLER_COUNTS = (
@@ -67,11 +66,6 @@ def _add(totals: dict[str, Any], part: Any, names: tuple[str, ...]) -> None:
         totals[name] = totals.get(name, 0) + getattr(part, name)
 
 
-def split_trees(policy: Policy, workloads: list[tuple[Workload, str]]) -> dict[str, GroupReplay]:
-    """Each tree's replay, not started, framed as the whole replay."""
-    return group_replays(policy, workloads)
-
-
 def replay_trees(
     trees: dict[str, GroupReplay],
     *,
@@ -80,8 +74,8 @@ def replay_trees(
     check_memory: Callable[[], float],
     watch: Callable[[Simulator, str], None] | None = None,
 ) -> tuple[SimulationResult, Any, Any]:
-    """Each tree replayed in turn (by name), its simulator let go once done,
-    and the results merged; with the trees' settler and scheduler counts
+    """Each tree (``split.group_replays``) replayed in turn (by name), its
+    simulator let go once done, and the results merged; with the trees' settler and scheduler counts
     summed. Prints a line a tree; ``check_memory`` (the resident MiB, or it
     stops the run) is asked after each, and ``watch`` is given each tree's
     simulator (and name) before it runs."""
@@ -89,6 +83,7 @@ def replay_trees(
     settler: dict[str, Any] = {"timed": timed}
     scheduler: dict[str, Any] = {"nominated": {}}
     names = sorted(trees)
+    admissions = 0
     for index, name in enumerate(names, 1):
         count = len(trees[name].workloads)
         began = time.perf_counter()
@@ -102,7 +97,7 @@ def replay_trees(
         _add(scheduler, simulator.scheduler, SCHEDULER_COUNTS)
         for queue, nominated in simulator.scheduler.nominated.items():
             scheduler["nominated"][queue] = scheduler["nominated"].get(queue, 0) + nominated
-        admissions = sum(r.admissions for r in results.values())
+        admissions += results[name].admissions
         # Its progress watch points back at it: let go of both now, not at
         # the next collection of cycles.
         simulator.progress = None

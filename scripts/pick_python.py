@@ -88,15 +88,13 @@ def eligible(interpreter: Interpreter) -> bool:
 
 def choose(candidates: list[Interpreter]) -> Interpreter | None:
     """The candidate to build on, or None if none is eligible. ``candidates``
-    are in the PATH's order of preference; a stable sort keeps it on ties."""
+    are in the PATH's order of preference; ``min`` keeps the first on ties."""
     usable = [candidate for candidate in candidates if eligible(candidate)]
-    if not usable:
-        return None
-    ranked = sorted(
+    return min(
         usable,
         key=lambda candidate: (not candidate.headers, candidate.shared_libpython is not False),
+        default=None,
     )
-    return ranked[0]
 
 
 def probe(command: str) -> Interpreter | None:
