@@ -81,11 +81,13 @@ on the million, though only 3.7% fewer instructions (one tree's state stays in t
 caches, ten trees' do not, we infer: measured on 50,000 workloads in ten
 trees). Tree after tree, the replay's set-up is the split, and each tree's
 simulator is made in its run. ``--together`` replays every tree at once in
-one simulator, with the same answers. ``--workers N`` splits the replay into its
-independent cohort trees (``queues.engine.split``), replays them in N
-processes and merges the results
-(the same result as one process gives: ``tests/engine/test_split.py``); it
-prints each group's time and the merge's. Progress goes to stdout as it runs.
+one simulator, with the same answers. ``--workers N`` shares the trees out
+among N forked worker processes, biggest first, each replaying one tree
+after another as the one process does, and merges the results (the same
+result as one process gives: ``tests/engine/test_split.py``); it prints a
+line a tree as it comes back, the merge's time and the largest worker's
+peak, resident and its own (not shared with this process). Progress goes to
+stdout as it runs.
 Pure engine: no Django, no database. Prints figures; asserts nothing. It says
 first whether the engine runs compiled (``make install`` compiles it with
 mypyc) or as pure Python; ``BERTH_PURE_ENGINE=1`` compares the two.
@@ -97,14 +99,12 @@ import argparse
 import cProfile
 import gc
 import math
-import multiprocessing
 import os
 import pstats
 import resource
 import sys
 import time
 import tracemalloc
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -119,17 +119,17 @@ from month_trace import (  # noqa: E402
     generate,
     organisation,
 )
-from tree_by_tree import replay_trees  # noqa: E402
+from tree_by_tree import replay_trees, replay_trees_in_processes  # noqa: E402
 
 import queues.engine  # noqa: E402
 from queues.display import duration  # noqa: E402
 from queues.engine.lockstep import replay_together  # noqa: E402
 from queues.engine.metrics import percentile, summarize  # noqa: E402
-from queues.engine.model import Policy, Workload  # noqa: E402
+from queues.engine.model import Workload  # noqa: E402
 from queues.engine.scheduler import Scheduler  # noqa: E402
 from queues.engine.settling import Settler  # noqa: E402
 from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
-from queues.engine.split import GroupReplay, group_replays, group_simulators, merge  # noqa: E402
+from queues.engine.split import GroupReplay, group_replays  # noqa: E402
 
 # Published queue waits (TRACES.md), median s / mean min, to read the replay's against.
 PUBLISHED_WAITS = "Philly 189 s / 62.7 min, Helios 0 s / 14.4 min, PAI 9 s / 6.7 min"
@@ -191,48 +191,6 @@ def within_cap(cap_mib: float) -> float:
     if rss > cap_mib:
         raise SystemExit(f"stopped: resident memory {rss:,.0f} MiB is past the cap")
     return rss
-
-
-# The groups' replays, set up before the worker processes fork: they read
-# them from their parent's memory, so only each group's result is sent back.
-_GROUPS: dict[str, Simulator] = {}
-
-
-def _replay_group(group: str) -> tuple[str, SimulationResult, float]:
-    began = time.perf_counter()
-    result = _GROUPS[group].run()
-    return group, result, time.perf_counter() - began
-
-
-def replay_in_processes(
-    policy: Policy, workloads: list[tuple[Workload, str]], workers: int
-) -> SimulationResult:
-    """The replay split into its independent groups (``queues.engine.split``),
-    the groups replayed in ``workers`` processes, biggest first, and merged."""
-    began = time.perf_counter()
-    _GROUPS.clear()
-    _GROUPS.update(group_simulators(policy, workloads))
-    order = sorted(_GROUPS, key=lambda g: -_GROUPS[g].total)
-    print(f"  {len(order)} independent groups, replayed in {workers} process(es)", flush=True)
-    results: dict[str, SimulationResult] = {}
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        for group, result, took in pool.map(_replay_group, order):
-            results[group] = result
-            print(
-                f"  group {group}: {_GROUPS[group].total:,} workloads in {took:.1f} s "
-                f"(collected at {time.perf_counter() - began:.1f} s)",
-                flush=True,
-            )
-    merging = time.perf_counter()
-    merged = merge(results)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(
-        f"  merged in {time.perf_counter() - merging:.2f} s; largest worker process "
-        f"peak {children:,.0f} MiB",
-        flush=True,
-    )
-    return merged
 
 
 class SoFar:
@@ -414,6 +372,13 @@ def main() -> int:
         "(the trees at once, as --together)",
     )
     args = parser.parse_args()
+    if args.workers < 0:
+        parser.error("--workers: a number of worker processes, 0 (none: this process) or more")
+    if args.workers and (args.together or args.so_far):
+        parser.error(
+            "--workers replays the trees apart: it does not go with --together or --so-far "
+            "(both replay every tree at once in this process)"
+        )
     if args.so_far:
         args.together = True  # a what-if's figures so far are read off one simulator
     if args.tracemalloc:
@@ -473,26 +438,32 @@ def main() -> int:
         simulator.progress = Progress(simulator, replay_started, cap_mib)
         simulator.settler.timed = args.cycle_times
         trace.workloads = []  # the simulator holds them now
-    elif not args.workers:
+    else:
         trees = group_replays(policy, trace.workloads)
         trace.workloads = []  # the trees hold them now
-        kind = "tree" if len(trees) == 1 else "trees"
-        print(f"  {len(trees)} independent cohort {kind}, replayed one after another", flush=True)
+        if not args.workers:
+            kind = "tree" if len(trees) == 1 else "trees"
+            print(
+                f"  {len(trees)} independent cohort {kind}, replayed one after another",
+                flush=True,
+            )
     set_up = time.perf_counter()
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
     settler: Any = None
     scheduler: Any = None
+
+    def watch(tree: Simulator, name: str) -> None:
+        tree.progress = Progress(
+            tree, replay_started, cap_mib, label=f"tree {name}", by_share=False
+        )
+
     if args.workers:
-        result = replay_in_processes(policy, trace.workloads, args.workers)
+        result, settler, scheduler = replay_trees_in_processes(
+            trees, args.workers, timed=args.cycle_times, started=replay_started, watch=watch
+        )
     elif simulator is None:
-
-        def watch(tree: Simulator, name: str) -> None:
-            tree.progress = Progress(
-                tree, replay_started, cap_mib, label=f"tree {name}", by_share=False
-            )
-
         result, settler, scheduler = replay_trees(
             trees,
             timed=args.cycle_times,
@@ -527,9 +498,8 @@ def main() -> int:
         f"{dict(sorted(result.preemptions_by_reason.items()))}, livelocks {result.livelocks}, "
         f"simulated {(result.end - result.start) / DAY:.1f} days"
     )
-    if not args.workers:  # the counts are the worker processes' otherwise
-        print(cycle_figures(settler))
-        print(nomination_figures(scheduler, result))
+    print(cycle_figures(settler))
+    print(nomination_figures(scheduler, result))
     print(
         f"memory: baseline {baseline:,.0f} MiB, after generation {after_generation:,.0f} MiB, "
         f"after replay {after_replay:,.0f} MiB, peak (ru_maxrss) {peak:,.0f} MiB; "

@@ -77,6 +77,64 @@ def test_tree_after_tree_answers_as_the_trees_replayed_at_once() -> None:
     assert answers == _answers(together.stdout)
 
 
+def _replay(args: list[str]) -> tuple[int, str]:
+    """The bench's pid and what it printed."""
+    with subprocess.Popen(args, stdout=subprocess.PIPE, text=True) as bench:
+        out, _ = bench.communicate(timeout=300)
+    assert bench.returncode == 0, out
+    return bench.pid, out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_trees_replayed_in_worker_processes_answer_as_one_process(workers: int) -> None:
+    args = [
+        sys.executable,
+        str(BENCH),
+        *("--workloads", "3000", "--teams", "12", "--divisions", "3", "--days", "3"),
+    ]
+    _, alone = _replay(args)
+    parent, shared = _replay([*args, "--workers", str(workers)])
+    printed = shared.splitlines()
+    ends = [line for line in printed if line.startswith("  tree ") and "workloads in" in line]
+    assert len(ends) == 3
+    pids = {int(pid) for line in ends for pid in re.findall(r"worker (\d+)\)", line)}
+    assert pids and parent not in pids
+    assert len(pids) <= workers
+    sizes = {line.split()[1]: int(line.split(": ")[1].split()[0].replace(",", "")) for line in ends}
+    assert sorted(sizes) == ["div-00", "div-01", "div-02"]
+    if workers == 1:
+        # One worker takes them in the order given: biggest first.
+        assert list(sizes.values()) == sorted(sizes.values(), reverse=True)
+    (merged,) = [line for line in printed if line.startswith("  merged in")]
+    assert re.search(r"largest worker peak [\d,]+ MiB resident, [\d,]+ MiB of it its own", merged)
+    answers = _answers(shared)
+    # The cycles and nominations are the workers' counts, summed.
+    assert len(answers) == 3 + len(LOAD_NAMES)
+    assert answers == _answers(alone)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--workers", "-1"], "--workers: a number of worker processes, 0"),
+        (["--workers", "2", "--together"], "it does not go with --together or --so-far"),
+        (["--workers", "2", "--so-far", "5"], "it does not go with --together or --so-far"),
+    ],
+)
+def test_workers_that_cannot_be_are_refused_before_anything_is_made(
+    flags: list[str], said: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--workloads", "200", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert said in done.stderr
+    assert "generating" not in done.stdout
+
+
 def test_a_trees_progress_is_printed_every_15_s_not_every_5_percent(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
