@@ -253,11 +253,15 @@ def replay_trees_in_processes(
     merging = time.perf_counter()
     merged = merge(results)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    own = f", {max(private.values()):,.0f} MiB of it its own" if private else ""
+    own = (
+        f"; a worker's own memory at most {max(private.values()):,.0f} MiB at a tree's end "
+        "(the rest shared with this process since the fork)"
+        if private
+        else ""
+    )
     print(
         f"  merged in {time.perf_counter() - merging:.2f} s; largest worker peak "
-        f"{peak:,.0f} MiB resident{own} (at the end of a tree; the rest is shared "
-        "with this process, forked)",
+        f"{peak:,.0f} MiB resident{own}",
         flush=True,
     )
     return (merged, *totals.summed())

@@ -106,7 +106,10 @@ def test_trees_replayed_in_worker_processes_answer_as_one_process(workers: int) 
         # One worker takes them in the order given: biggest first.
         assert list(sizes.values()) == sorted(sizes.values(), reverse=True)
     (merged,) = [line for line in printed if line.startswith("  merged in")]
-    assert re.search(r"largest worker peak [\d,]+ MiB resident, [\d,]+ MiB of it its own", merged)
+    assert re.search(
+        r"largest worker peak [\d,]+ MiB resident; a worker's own memory at most [\d,]+ MiB",
+        merged,
+    )
     answers = _answers(shared)
     # The cycles and nominations are the workers' counts, summed.
     assert len(answers) == 3 + len(LOAD_NAMES)
