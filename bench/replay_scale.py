@@ -86,8 +86,10 @@ among N forked worker processes, biggest first, each replaying one tree
 after another as the one process does, and merges the results (the same
 result as one process gives: ``tests/engine/test_split.py``); it prints a
 line a tree as it comes back, the merge's time and the largest worker's
-peak, resident and its own (not shared with this process). Progress goes to
-stdout as it runs.
+peak, resident and its own (not shared with this process). ``--as-part``
+replays the trees as one what-if part does (``queues.engine.parts``:
+advanced together slice by slice, figures taken at each milestone), printing
+a line a milestone. Progress goes to stdout as it runs.
 Pure engine: no Django, no database. Prints figures; asserts nothing. It says
 first whether the engine runs compiled (``make install`` compiles it with
 mypyc) or as pure Python; ``BERTH_PURE_ENGINE=1`` compares the two.
@@ -119,13 +121,14 @@ from month_trace import (  # noqa: E402
     generate,
     organisation,
 )
-from tree_by_tree import replay_trees, replay_trees_in_processes  # noqa: E402
+from tree_by_tree import replay_as_part, replay_trees, replay_trees_in_processes  # noqa: E402
 
 import queues.engine  # noqa: E402
 from queues.display import duration  # noqa: E402
 from queues.engine.lockstep import replay_together  # noqa: E402
 from queues.engine.metrics import percentile, summarize  # noqa: E402
 from queues.engine.model import Workload  # noqa: E402
+from queues.engine.replay_records import Frame, frame_of  # noqa: E402
 from queues.engine.scheduler import Scheduler  # noqa: E402
 from queues.engine.settling import Settler  # noqa: E402
 from queues.engine.simulator import SimulationResult, Simulator  # noqa: E402
@@ -360,6 +363,12 @@ def main() -> int:
         help="replay every tree at once in one simulator, not one tree after another",
     )
     parser.add_argument(
+        "--as-part",
+        action="store_true",
+        help="replay the trees as one what-if part does: advanced together in slices, "
+        "figures taken at each milestone (queues.engine.parts.replay_part)",
+    )
+    parser.add_argument(
         "--cycle-times",
         action="store_true",
         help="time each cycle and print the seconds each kind took (one process)",
@@ -374,6 +383,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.workers < 0:
         parser.error("--workers: a number of worker processes, 0 (none: this process) or more")
+    if args.as_part and (args.together or args.so_far or args.workers):
+        parser.error(
+            "--as-part replays the trees as one what-if part in this process: it does not go "
+            "with --together, --so-far or --workers"
+        )
     if args.workers and (args.together or args.so_far):
         parser.error(
             "--workers replays the trees apart: it does not go with --together or --so-far "
@@ -432,6 +446,7 @@ def main() -> int:
     replay_started = time.perf_counter()
     cap_mib = args.max_rss_gib * 1024
     simulator: Simulator | None = None
+    frame: Frame | None = None
     trees: dict[str, GroupReplay] = {}
     if args.together:
         simulator = Simulator(policy, trace.workloads)
@@ -439,9 +454,12 @@ def main() -> int:
         simulator.settler.timed = args.cycle_times
         trace.workloads = []  # the simulator holds them now
     else:
+        frame = frame_of(w for w, _ in trace.workloads) if args.as_part else None
         trees = group_replays(policy, trace.workloads)
         trace.workloads = []  # the trees hold them now
-        if not args.workers:
+        if frame is not None:
+            print(f"  {len(trees)} independent cohort trees, as one what-if part", flush=True)
+        elif not args.workers:
             kind = "tree" if len(trees) == 1 else "trees"
             print(
                 f"  {len(trees)} independent cohort {kind}, replayed one after another",
@@ -463,6 +481,8 @@ def main() -> int:
         result, settler, scheduler = replay_trees_in_processes(
             trees, args.workers, timed=args.cycle_times, started=replay_started, watch=watch
         )
+    elif frame is not None:
+        result = replay_as_part(trees, frame, started=replay_started)
     elif simulator is None:
         result, settler, scheduler = replay_trees(
             trees,
@@ -498,8 +518,11 @@ def main() -> int:
         f"{dict(sorted(result.preemptions_by_reason.items()))}, livelocks {result.livelocks}, "
         f"simulated {(result.end - result.start) / DAY:.1f} days"
     )
-    print(cycle_figures(settler))
-    print(nomination_figures(scheduler, result))
+    if settler is None:
+        print("cycles and nominations: counted inside the part, not printed")
+    else:
+        print(cycle_figures(settler))
+        print(nomination_figures(scheduler, result))
     print(
         f"memory: baseline {baseline:,.0f} MiB, after generation {after_generation:,.0f} MiB, "
         f"after replay {after_replay:,.0f} MiB, peak (ru_maxrss) {peak:,.0f} MiB; "

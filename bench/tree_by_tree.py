@@ -3,7 +3,8 @@ another (``queues.engine.split``), merged into the one result the whole
 replay gives (``tests/engine/test_split.py``): in one process
 (``replay_trees``), or shared out among forked worker processes, each
 replaying the next tree, biggest first, once it is free
-(``replay_trees_in_processes``, ``--workers N``).
+(``replay_trees_in_processes``, ``--workers N``); or advanced together as one
+what-if part advances its groups (``replay_as_part``, ``--as-part``).
 
 Why: a tree's replay touches only its own queues, heads and usage, but a
 replay of all ten trees at once walks each event's tree between the other
@@ -40,7 +41,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from queues.engine.replay_records import SimulationResult
+from queues.engine.parts import milestones, replay_part
+from queues.engine.replay_records import Frame, SimulationResult
 from queues.engine.result_codec import from_columns, to_columns
 from queues.engine.simulator import Simulator
 from queues.engine.split import GroupReplay, merge
@@ -265,3 +267,23 @@ def replay_trees_in_processes(
         flush=True,
     )
     return (merged, *totals.summed())
+
+
+def replay_as_part(
+    trees: dict[str, GroupReplay], frame: Frame, *, started: float
+) -> SimulationResult:
+    """The trees replayed as one what-if part replays its groups
+    (``queues.engine.parts.replay_part``): advanced together, slice by slice,
+    their figures so far taken at each milestone, as a part hands them over
+    (the trees are spent). Prints a line a milestone. The settlers' and
+    schedulers' counts stay inside the part: not returned."""
+    marks = milestones(frame)
+
+    def at_milestone(index: int, at: float, _: dict[str, SimulationResult]) -> None:
+        print(
+            f"  milestone {index + 1}/{len(marks)}: sim day {(at - frame.start) / 86_400:5.1f}, "
+            f"{time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+
+    return merge(replay_part(trees, frame, at_milestone=at_milestone))

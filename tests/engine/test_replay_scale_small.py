@@ -116,12 +116,32 @@ def test_trees_replayed_in_worker_processes_answer_as_one_process(workers: int) 
     assert answers == _answers(alone)
 
 
+def test_trees_replayed_as_one_what_if_part_answer_as_one_process() -> None:
+    args = [
+        sys.executable,
+        str(BENCH),
+        *("--workloads", "3000", "--teams", "12", "--divisions", "3", "--days", "3"),
+    ]
+    _, alone = _replay(args)
+    _, as_part = _replay([*args, "--as-part"])
+    printed = as_part.splitlines()
+    marks = [line for line in printed if line.startswith("  milestone ")]
+    assert [line.split(":")[0] for line in marks] == [f"  milestone {i}/11" for i in range(1, 12)]
+    assert "cycles and nominations: counted inside the part, not printed" in printed
+    answers = [line for line in _answers(as_part) if not line.startswith("cycles and ")]
+    assert len(answers) == 1 + len(LOAD_NAMES)
+    assert answers == [line for line in _answers(alone) if not line.startswith(("cycles ", "nom"))]
+
+
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
         (["--workers", "-1"], "--workers: a number of worker processes, 0"),
         (["--workers", "2", "--together"], "it does not go with --together or --so-far"),
         (["--workers", "2", "--so-far", "5"], "it does not go with --together or --so-far"),
+        (["--as-part", "--workers", "2"], "it does not go with --together, --so-far or --workers"),
+        (["--as-part", "--together"], "it does not go with --together, --so-far or --workers"),
+        (["--as-part", "--so-far", "5"], "it does not go with --together, --so-far or --workers"),
     ],
 )
 def test_workers_that_cannot_be_are_refused_before_anything_is_made(
