@@ -1,4 +1,4 @@
-"""A month of a 200-team organisation replayed through the engine in one process.
+"""A month of a 200-team organisation replayed through the engine, by default in one process.
 
     .venv/bin/python bench/replay_scale.py                          # about 1,000,000 workloads
     .venv/bin/python bench/replay_scale.py --workloads 200000
@@ -54,8 +54,8 @@ run, where the one before left quiet every tree they would visit:
 ``Settler.confirm_unasked``), the heads nominated
 afresh per queue class against the
 answers reused, those reused with their figures read again and those read
-again once their own queue's usage had moved (in one process: where most of
-the time goes), the StrictFIFO heads left standing in
+again once their own queue's usage had moved (where most of the time
+goes; summed from the workers with ``--workers``), the StrictFIFO heads left standing in
 their queues (told again, not popped), the victim searches that ended as
 hopeless without walking their candidates and those that found their victims
 in first steps read in order without gathering every candidate
@@ -68,7 +68,8 @@ workloads, admitted, p50 / p90 / mean wait and preemptions suffered.
 replay. ``--profile FILE`` runs the replay (not the
 generation) under cProfile, saves the stats to FILE and prints the top 25
 functions by tottime and by cumtime. ``--cycle-times`` times every cycle
-and prints the seconds each kind took and their cost each (in one process;
+and prints the seconds each kind took and their cost each (with
+``--workers``, the workers' seconds summed, which can exceed the wall time;
 the timing adds a little to every cycle, so compare timed runs with timed
 runs). ``--so-far SECONDS`` replays as a what-if
 run does for its page: every SECONDS or so (never more often than four times
@@ -85,8 +86,10 @@ one simulator, with the same answers. ``--workers N`` shares the trees out
 among N forked worker processes, biggest first, each replaying one tree
 after another as the one process does, and merges the results (the same
 result as one process gives: ``tests/engine/test_split.py``); it prints a
-line a tree as it comes back, the merge's time and the largest worker's
-peak, resident and its own (not shared with this process). ``--as-part``
+line a tree as it begins and as it comes back, the merge's time and the
+largest worker's peak, resident and its own (the pages no other process
+maps), and a tree that fails (past the memory cap, say) stops every
+worker. ``--as-part``
 replays the trees as one what-if part does (``queues.engine.parts``:
 advanced together slice by slice, figures taken at each milestone), printing
 a line a milestone. Progress goes to stdout as it runs.
@@ -121,7 +124,12 @@ from month_trace import (  # noqa: E402
     generate,
     organisation,
 )
-from tree_by_tree import replay_as_part, replay_trees, replay_trees_in_processes  # noqa: E402
+from tree_by_tree import (  # noqa: E402
+    replay_as_part,
+    replay_trees,
+    replay_trees_in_processes,
+    say,
+)
 
 import queues.engine  # noqa: E402
 from queues.display import duration  # noqa: E402
@@ -180,11 +188,10 @@ class Progress:
             self.next_mark = done + max(1, total // 20)
         self.next_print = elapsed + 15
         rss = within_cap(self.cap_mib)
-        print(
+        say(  # one write: a worker process's progress prints beside others'
             f"  {self.label} {100 * done / total:5.1f}%  {done:>9,}/{total:,} finished  "
             f"sim day {self.simulator.scheduler.now / DAY:5.1f}  "
-            f"{self.simulator.admissions:>9,} admissions  {elapsed:7.1f} s  RSS {rss:,.0f} MiB",
-            flush=True,
+            f"{self.simulator.admissions:>9,} admissions  {elapsed:7.1f} s  RSS {rss:,.0f} MiB"
         )
 
 
@@ -371,7 +378,7 @@ def main() -> int:
     parser.add_argument(
         "--cycle-times",
         action="store_true",
-        help="time each cycle and print the seconds each kind took (one process)",
+        help="time each cycle and print the seconds each kind took (summed over workers)",
     )
     parser.add_argument(
         "--so-far",
@@ -392,6 +399,11 @@ def main() -> int:
         parser.error(
             "--workers replays the trees apart: it does not go with --together or --so-far "
             "(both replay every tree at once in this process)"
+        )
+    if args.workers and (args.profile or args.tracemalloc):
+        parser.error(
+            "--workers: --profile and --tracemalloc watch this process only, and would slow "
+            "the workers for nothing; run them without --workers"
         )
     if args.so_far:
         args.together = True  # a what-if's figures so far are read off one simulator
@@ -479,7 +491,12 @@ def main() -> int:
 
     if args.workers:
         result, settler, scheduler = replay_trees_in_processes(
-            trees, args.workers, timed=args.cycle_times, started=replay_started, watch=watch
+            trees,
+            args.workers,
+            timed=args.cycle_times,
+            started=replay_started,
+            check_memory=lambda: within_cap(cap_mib),
+            watch=watch,
         )
     elif frame is not None:
         result = replay_as_part(trees, frame, started=replay_started)

@@ -22,7 +22,7 @@ A worker reads its trees from the memory it forked with, so only a tree's
 name goes to it; its result comes back as columns (``result_codec.to_columns``):
 pickled as records, a tree's result kept the worker from its next tree for
 about a second. Before, the parent built every tree's simulator before it
-forked, and itself peaked at 1,404 MiB on the million.
+forked, and itself peaked at about 1.4 GiB on the million.
 
 Pure engine: no Django, no database.
 """
@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import queue
 import resource
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -111,11 +112,14 @@ class Totals:
 
 
 def _replay_tree(
-    tree: GroupReplay, timed: bool, watch: Callable[[Simulator], None] | None
+    tree: GroupReplay,
+    timed: bool,
+    watch: Callable[[Simulator], None] | None,
+    measure: Callable[[], float | None] | None = None,
 ) -> tuple[SimulationResult, float, tuple[dict[str, Any], dict[str, Any]], float | None]:
     """One tree's replay on a simulator of its own, let go once done: its
-    result, seconds, counts, and this process's own memory at its end
-    (``private_mib``, with the simulator still held)."""
+    result, seconds, counts, and what ``measure`` read at its end, the
+    simulator still held."""
     began = time.perf_counter()
     simulator = tree.take_simulator()
     simulator.settler.timed = timed
@@ -124,11 +128,11 @@ def _replay_tree(
     result = simulator.run()
     took = time.perf_counter() - began
     counts = tree_counts(simulator)
-    held = private_mib()
+    measured = None if measure is None else measure()
     # Its progress watch points back at it: let go of both now, not at
     # the next collection of cycles.
     simulator.progress = None
-    return result, took, counts, held
+    return result, took, counts, measured
 
 
 def replay_trees(
@@ -164,28 +168,75 @@ def replay_trees(
     return (merge(results), *totals.summed())
 
 
+def say(line: str) -> None:
+    """``line`` printed in one write: worker processes print beside this
+    one, and unbuffered (``PYTHONUNBUFFERED``) ``print`` writes the line and
+    its newline apart, so lines from two processes could run together."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def _watch_named(watch: Callable[[Simulator, str], None], name: str, tree: Simulator) -> None:
     watch(tree, name)
 
 
-# The trees and the watch, set before the worker processes fork: each reads
-# its trees from its parent's memory, so only a tree's name goes to it and
-# only its result, counts and figures come back.
-_TREES: dict[str, GroupReplay] = {}
-_WATCH: list[Callable[[Simulator, str], None]] = []
+class _WorkerSetUp:
+    """What the worker processes read from the memory they fork with: the
+    trees, so that only a tree's name goes to a worker, the memory check,
+    and the watch given each tree's simulator."""
+
+    def __init__(self) -> None:
+        self.trees: dict[str, GroupReplay] = {}
+        self.check_memory: Callable[[], float] = lambda: 0.0
+        self.watch: Callable[[Simulator, str], None] | None = None
+
+    def clear(self) -> None:
+        self.trees = {}
+        self.check_memory = lambda: 0.0
+        self.watch = None
 
 
-def _replay_tree_in_worker(name: str, timed: bool) -> tuple[str, Any, float, Any]:
-    tree = _TREES.pop(name)
-    watch = functools.partial(_watch_named, _WATCH[0], name) if _WATCH else None
-    result, took, counts, held = _replay_tree(tree, timed, watch)
-    return name, to_columns(result), took, (counts, os.getpid(), held)
+_SET_UP = _WorkerSetUp()
 
 
-def private_mib() -> float | None:
-    """This process's own memory now (``Private_*`` in smaps_rollup): what
-    it does not share with the process it forked from. None where Linux
-    does not say."""
+class TreeBack:
+    """What a worker sends back of one tree: its result as columns
+    (``result_codec.to_columns``), seconds, counts (``tree_counts``), the
+    worker's pid and its own memory at the tree's end (``own_mib``)."""
+
+    def __init__(
+        self,
+        name: str,
+        packed: tuple[SimulationResult, list[list[Any]]],
+        took: float,
+        counts: tuple[dict[str, Any], dict[str, Any]],
+        own: float | None,
+    ) -> None:
+        self.name = name
+        self.packed = packed
+        self.took = took
+        self.counts = counts
+        self.pid = os.getpid()
+        self.own = own
+
+
+def _replay_tree_in_worker(name: str, timed: bool) -> TreeBack:
+    """One tree replayed in a worker, its memory measured before the
+    simulator is let go and checked against the cap after."""
+    say(f"  tree {name} begun in worker {os.getpid()}")
+    tree = _SET_UP.trees.pop(name)
+    watch = _SET_UP.watch
+    tree_watch = None if watch is None else functools.partial(_watch_named, watch, name)
+    result, took, counts, own = _replay_tree(tree, timed, tree_watch, own_mib)
+    _SET_UP.check_memory()
+    return TreeBack(name, to_columns(result), took, counts, own)
+
+
+def own_mib() -> float | None:
+    """This process's own memory now: the pages no other process maps
+    (``Private_*`` in smaps_rollup). For a forked worker these are the pages
+    it has written since the fork, and those its parent or a sibling has
+    let go of or written since. None where Linux does not say."""
     try:
         lines = Path("/proc/self/smaps_rollup").read_text().splitlines()
     except OSError:
@@ -200,29 +251,29 @@ def replay_trees_in_processes(
     *,
     timed: bool,
     started: float,
+    check_memory: Callable[[], float],
     watch: Callable[[Simulator, str], None] | None = None,
 ) -> tuple[SimulationResult, Any, Any]:
     """The trees replayed in ``workers`` forked processes, biggest first,
     each worker taking the next tree once it is free and replaying it as
     ``replay_trees`` does (a simulator of its own, made in the worker and let
-    go once done); the results merged and the counts summed as there. The
-    trees are emptied here: this process lets go of its copies once the
-    workers have forked. Prints a line a tree as it comes back, and what the
-    workers held."""
-    _TREES.clear()
-    _TREES.update(trees)
+    go once done, ``check_memory`` asked after it); the results merged and
+    the counts summed in the trees' order, as there. The trees are emptied
+    here: this process lets go of its copies once the workers have forked.
+    Prints a line a tree as it begins and as it comes back, and what the
+    workers held. A tree that fails stops the replay: the trees not begun
+    are cancelled and the workers ended."""
+    _SET_UP.trees = dict(trees)
+    _SET_UP.check_memory = check_memory
+    _SET_UP.watch = watch
     trees.clear()
-    _WATCH[:] = [] if watch is None else [watch]
-    order = sorted(_TREES, key=lambda name: (-len(_TREES[name].workloads), name))
-    sizes = {name: len(_TREES[name].workloads) for name in order}
+    sizes = {name: len(tree.workloads) for name, tree in _SET_UP.trees.items()}
+    order = sorted(sizes, key=lambda name: (-sizes[name], name))
     kind = "tree" if len(order) == 1 else "trees"
-    print(
-        f"  {len(order)} independent cohort {kind}, biggest first, in {workers} worker process(es)",
-        flush=True,
-    )
+    say(f"  {len(order)} independent cohort {kind}, biggest first, in {workers} worker process(es)")
     results: dict[str, SimulationResult] = {}
-    totals = Totals(timed)
-    private: dict[int, float] = {}
+    counts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    most_own: float | None = None
     # The workers' collections need not walk what they inherit (nor copy
     # each page they would walk).
     gc.freeze()
@@ -231,35 +282,45 @@ def replay_trees_in_processes(
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             # Each tree's future handed over once done, and held nowhere else:
             # a list of them would keep every tree's columns to the end.
-            done: queue.SimpleQueue[Future[Any]] = queue.SimpleQueue()
+            done: queue.SimpleQueue[Future[TreeBack]] = queue.SimpleQueue()
             for name in order:
                 pool.submit(_replay_tree_in_worker, name, timed).add_done_callback(done.put)
-            # Forked at the first submission: the workers hold their own copies.
-            _TREES.clear()
-            for index in range(1, len(order) + 1):
-                name, packed, took, (counts, pid, held) = done.get().result()
-                results[name] = from_columns(*packed)
-                del packed
-                totals.add(*counts)
-                if held is not None:
-                    private[pid] = max(held, private.get(pid, 0.0))
-                print(
-                    f"  tree {name} ({index}/{len(order)}, worker {pid}): {sizes[name]:,} "
-                    f"workloads in {took:.1f} s; back at {time.perf_counter() - started:.1f} s",
-                    flush=True,
-                )
+            # With fork, CPython's executor forks every worker at the first
+            # submission: they hold their own copies now.
+            _SET_UP.trees.clear()
+            try:
+                for index in range(1, len(order) + 1):
+                    back = done.get().result()
+                    results[back.name] = from_columns(*back.packed)
+                    counts[back.name] = back.counts
+                    if back.own is not None:
+                        most_own = max(back.own, most_own or 0.0)
+                    say(
+                        f"  tree {back.name} ({index}/{len(order)}, worker {back.pid}): "
+                        f"{sizes[back.name]:,} workloads in {back.took:.1f} s; "
+                        f"back at {time.perf_counter() - started:.1f} s"
+                    )
+                    del back
+            except BaseException:
+                # Leaving the block would wait for every tree still queued.
+                pool.shutdown(wait=False, cancel_futures=True)
+                for child in multiprocessing.active_children():
+                    child.terminate()
+                raise
     finally:
         gc.unfreeze()
-        _TREES.clear()
-        _WATCH.clear()
+        _SET_UP.clear()
     merging = time.perf_counter()
     merged = merge(results)
+    totals = Totals(timed)
+    for name in sorted(counts):  # as one process adds them: a tie prints alike
+        totals.add(*counts[name])
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     own = (
-        f"; a worker's own memory at most {max(private.values()):,.0f} MiB at a tree's end "
-        "(the rest shared with this process since the fork)"
-        if private
-        else ""
+        ""
+        if most_own is None
+        else f"; a worker's own memory (pages no other process maps) at most "
+        f"{most_own:,.0f} MiB at a tree's end"
     )
     print(
         f"  merged in {time.perf_counter() - merging:.2f} s; largest worker peak "

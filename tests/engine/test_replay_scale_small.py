@@ -79,8 +79,13 @@ def test_tree_after_tree_answers_as_the_trees_replayed_at_once() -> None:
 
 def _replay(args: list[str]) -> tuple[int, str]:
     """The bench's pid and what it printed."""
-    with subprocess.Popen(args, stdout=subprocess.PIPE, text=True) as bench:
+    bench = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
         out, _ = bench.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        bench.kill()
+        bench.communicate()
+        raise
     assert bench.returncode == 0, out
     return bench.pid, out
 
@@ -103,17 +108,44 @@ def test_trees_replayed_in_worker_processes_answer_as_one_process(workers: int) 
     sizes = {line.split()[1]: int(line.split(": ")[1].split()[0].replace(",", "")) for line in ends}
     assert sorted(sizes) == ["div-00", "div-01", "div-02"]
     if workers == 1:
-        # One worker takes them in the order given: biggest first.
+        # One worker takes them in the order given: biggest first, which is
+        # not the trees' names' order here.
         assert list(sizes.values()) == sorted(sizes.values(), reverse=True)
+        assert list(sizes) != sorted(sizes)
+    begun = [line for line in printed if line.startswith("  tree ") and " begun in worker " in line]
+    assert sorted(line.split()[1] for line in begun) == ["div-00", "div-01", "div-02"]
     (merged,) = [line for line in printed if line.startswith("  merged in")]
     assert re.search(
-        r"largest worker peak [\d,]+ MiB resident; a worker's own memory at most [\d,]+ MiB",
+        r"largest worker peak [\d,]+ MiB resident; a worker's own memory "
+        r"\(pages no other process maps\) at most [\d,]+ MiB at a tree's end",
         merged,
     )
     answers = _answers(shared)
     # The cycles and nominations are the workers' counts, summed.
     assert len(answers) == 3 + len(LOAD_NAMES)
     assert answers == _answers(alone)
+
+
+def test_a_tree_past_the_memory_cap_in_a_worker_stops_the_replay() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            *("--workloads", "16000", "--teams", "16", "--divisions", "8", "--days", "3"),
+            *("--workers", "2", "--max-rss-gib", "0.01"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert "is past the cap" in done.stderr
+    printed = done.stdout.splitlines()
+    assert not [line for line in printed if line.startswith("  merged in")]
+    begun = [line for line in printed if " begun in worker " in line]
+    # The trees not yet handed to a worker are cancelled, the workers ended:
+    # at most one more each, and one queued beside them, begin after the first fails.
+    assert 1 <= len(begun) < 8
 
 
 def test_trees_replayed_as_one_what_if_part_answer_as_one_process() -> None:
@@ -140,6 +172,8 @@ def test_trees_replayed_as_one_what_if_part_answer_as_one_process() -> None:
         (["--workers", "2", "--together"], "it does not go with --together or --so-far"),
         (["--workers", "2", "--so-far", "5"], "it does not go with --together or --so-far"),
         (["--as-part", "--workers", "2"], "it does not go with --together, --so-far or --workers"),
+        (["--workers", "2", "--profile", "x.prof"], "--profile and --tracemalloc watch"),
+        (["--workers", "2", "--tracemalloc"], "--profile and --tracemalloc watch"),
         (["--as-part", "--together"], "it does not go with --together, --so-far or --workers"),
         (["--as-part", "--so-far", "5"], "it does not go with --together, --so-far or --workers"),
     ],

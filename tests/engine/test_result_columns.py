@@ -68,6 +68,7 @@ def test_every_field_of_every_record_comes_back_in_its_place() -> None:
     assert list(back.records) == list(records)
     assert back.records == records
     assert everything(back) == everything(result)
+    assert back == result
 
 
 @settings(
