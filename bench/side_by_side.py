@@ -252,6 +252,22 @@ def main() -> int:
             shutil.rmtree(base, ignore_errors=True)
 
 
+def ratio_line(pairs: list[tuple[float, float]]) -> str:
+    """Each run's time over its partner's (working tree, baseline), and
+    their median. The bench prints tenths of a second: a replay shorter
+    than that reads 0.0 s, and is not divided by."""
+    if any(baseline <= 0 for _, baseline in pairs):
+        return (
+            "working tree / baseline: not worked out, a baseline run read 0.0 s "
+            "(the bench prints tenths of a second): replay more --workloads to compare times"
+        )
+    ratios = sorted(working / baseline for working, baseline in pairs)
+    return (
+        f"working tree / baseline, each run against its partner on the same core: median "
+        f"{statistics.median(ratios):.3f} ({', '.join(f'{r:.3f}' for r in ratios)})"
+    )
+
+
 def compare(base: Path, args: argparse.Namespace, runs: Runs) -> int:
     sides = {"baseline": base, "working tree": ROOT}
     for side, tree in sides.items():
@@ -302,8 +318,8 @@ def compare(base: Path, args: argparse.Namespace, runs: Runs) -> int:
         thread.join()
     if runs.failures:
         raise RunFailed(runs.failures[0])
-    ratios = [
-        times[("working tree", slot, run)] / times[("baseline", slot, run)]
+    pairs = [
+        (times[("working tree", slot, run)], times[("baseline", slot, run)])
         for slot in range(len(cores))
         for run in range(args.runs)
     ]
@@ -311,10 +327,7 @@ def compare(base: Path, args: argparse.Namespace, runs: Runs) -> int:
         spread = sorted(v for k, v in times.items() if k[0] == side)
         each = ", ".join(f"{v:.1f}" for v in spread)
         print(f"{side:<12}  replay median {statistics.median(spread):.1f} s  ({each})")
-    print(
-        f"working tree / baseline, each run against its partner on the same core: median "
-        f"{statistics.median(ratios):.3f} ({', '.join(f'{r:.3f}' for r in sorted(ratios))})"
-    )
+    print(ratio_line(pairs))
     said = verdict(outputs)
     for line in said:
         print(line)
