@@ -42,6 +42,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from month_trace import DAY
+
 from queues.engine.parts import milestones, replay_part
 from queues.engine.replay_records import Frame, SimulationResult
 from queues.engine.result_codec import from_columns, to_columns
@@ -154,7 +156,7 @@ def replay_trees(
     admissions = 0
     for index, name in enumerate(names, 1):
         count = len(trees[name].workloads)
-        tree_watch = None if watch is None else functools.partial(_watch_named, watch, name)
+        tree_watch = _named(watch, name)
         results[name], took, counts, _ = _replay_tree(trees.pop(name), timed, tree_watch)
         totals.add(*counts)
         admissions += results[name].admissions
@@ -180,15 +182,24 @@ def _watch_named(watch: Callable[[Simulator, str], None], name: str, tree: Simul
     watch(tree, name)
 
 
+def _named(
+    watch: Callable[[Simulator, str], None] | None, name: str
+) -> Callable[[Simulator], None] | None:
+    """The watch told each tree's simulator with that tree's name."""
+    return None if watch is None else functools.partial(_watch_named, watch, name)
+
+
 class _WorkerSetUp:
     """What the worker processes read from the memory they fork with: the
     trees, so that only a tree's name goes to a worker, the memory check,
     and the watch given each tree's simulator."""
 
+    trees: dict[str, GroupReplay]
+    check_memory: Callable[[], float]
+    watch: Callable[[Simulator, str], None] | None
+
     def __init__(self) -> None:
-        self.trees: dict[str, GroupReplay] = {}
-        self.check_memory: Callable[[], float] = lambda: 0.0
-        self.watch: Callable[[Simulator, str], None] | None = None
+        self.clear()
 
     def clear(self) -> None:
         self.trees = {}
@@ -225,8 +236,7 @@ def _replay_tree_in_worker(name: str, timed: bool) -> TreeBack:
     simulator is let go and checked against the cap after."""
     say(f"  tree {name} begun in worker {os.getpid()}")
     tree = _SET_UP.trees.pop(name)
-    watch = _SET_UP.watch
-    tree_watch = None if watch is None else functools.partial(_watch_named, watch, name)
+    tree_watch = _named(_SET_UP.watch, name)
     result, took, counts, own = _replay_tree(tree, timed, tree_watch, own_mib)
     _SET_UP.check_memory()
     return TreeBack(name, to_columns(result), took, counts, own)
@@ -342,7 +352,7 @@ def replay_as_part(
 
     def at_milestone(index: int, at: float, _: dict[str, SimulationResult]) -> None:
         print(
-            f"  milestone {index + 1}/{len(marks)}: sim day {(at - frame.start) / 86_400:5.1f}, "
+            f"  milestone {index + 1}/{len(marks)}: sim day {(at - frame.start) / DAY:5.1f}, "
             f"{time.perf_counter() - started:.1f} s",
             flush=True,
         )
