@@ -91,7 +91,7 @@ largest worker's peak, resident and its own (the pages no other process
 maps), and a tree that fails (past the memory cap, say) stops every
 worker. ``--as-part``
 replays the trees as one what-if part does (``queues.engine.parts``:
-advanced together slice by slice, figures taken at each milestone), printing
+each tree to a milestone in turn, figures taken there), printing
 a line a milestone. Progress goes to stdout as it runs.
 Pure engine: no Django, no database. Prints figures; asserts nothing. It says
 first whether the engine runs compiled (``make install`` compiles it with
@@ -372,7 +372,7 @@ def main() -> int:
     parser.add_argument(
         "--as-part",
         action="store_true",
-        help="replay the trees as one what-if part does: advanced together in slices, "
+        help="replay the trees as one what-if part does: each to a milestone in turn, "
         "figures taken at each milestone (queues.engine.parts.replay_part)",
     )
     parser.add_argument(

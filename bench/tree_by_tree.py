@@ -3,8 +3,8 @@ another (``queues.engine.split``), merged into the one result the whole
 replay gives (``tests/engine/test_split.py``): in one process
 (``replay_trees``), or shared out among forked worker processes, each
 replaying the next tree, biggest first, once it is free
-(``replay_trees_in_processes``, ``--workers N``); or advanced together as one
-what-if part advances its groups (``replay_as_part``, ``--as-part``).
+(``replay_trees_in_processes``, ``--workers N``); or as one what-if part
+replays its groups (``replay_as_part``, ``--as-part``).
 
 Why: a tree's replay touches only its own queues, heads and usage, but a
 replay of all ten trees at once walks each event's tree between the other
@@ -344,8 +344,8 @@ def replay_as_part(
     trees: dict[str, GroupReplay], frame: Frame, *, started: float
 ) -> SimulationResult:
     """The trees replayed as one what-if part replays its groups
-    (``queues.engine.parts.replay_part``): advanced together, slice by slice,
-    their figures so far taken at each milestone, as a part hands them over
+    (``queues.engine.parts.replay_part``): each to a milestone in turn,
+    their figures so far taken there, as a part hands them over
     (the trees are spent). Prints a line a milestone. The settlers' and
     schedulers' counts stay inside the part: not returned."""
     marks = milestones(frame)

@@ -7,7 +7,9 @@ database)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import math
 import pickle
 from typing import Any
 
@@ -20,7 +22,7 @@ from queues.engine.replay_records import SimulationResult, frame_of
 from queues.engine.result_codec import from_json, to_json
 from queues.engine.scenario import parse
 from queues.engine.simulator import Simulator
-from queues.engine.split import group_replays, merge
+from queues.engine.split import GroupReplay, group_replays, merge
 from tests.engine.test_simulator import one_queue
 from tests.engine.test_split import everything, streams
 
@@ -147,3 +149,68 @@ def test_the_share_told_inside_slices_never_goes_back() -> None:
     replay_part(replays, frame, between=shares.append, between_every=0.0)
     assert len(shares) > 64
     assert shares == sorted(shares)
+
+
+class _Watched(Simulator):
+    """A group's simulator that notes each advance it is given, by group."""
+
+    def __init__(self, group: str, log: list[tuple[str, float]], *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.group = group
+        self.log = log
+
+    def advance(self, until: float = math.inf) -> bool:
+        self.log.append((self.group, until))
+        return super().advance(until)
+
+
+@dataclasses.dataclass
+class _WatchedReplay(GroupReplay):
+    group: str = ""
+    log: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+
+    def simulator(self) -> Simulator:
+        return _Watched(self.group, self.log, self.policy, self.workloads, **self.options)
+
+
+def test_a_part_advances_each_replay_to_a_milestone_before_the_next() -> None:
+    # Three independent queues with work all through the span: between two
+    # milestones, each group's replay goes there slice by slice before the
+    # next group's starts (its state stays in the caches), never all three a
+    # slice at a time; and the answers are the whole replay's.
+    document = one_queue("BestEffortFIFO", 4)
+    for name in ("q2", "q3"):
+        other = copy.deepcopy(document["clusterQueues"][0])
+        other["name"] = name
+        document["clusterQueues"].append(other)
+    policy = parse(document).policy
+    stream = [
+        (
+            Workload(
+                name=f"{queue}-{i}",
+                cluster_queue=queue,
+                pod_sets=(PodSet("main", 1, {GPU: 1}),),
+                creation_time=i * 900.0,
+                runtime=3600.0,
+            ),
+            "c",
+        )
+        for queue in ("q", "q2", "q3")
+        for i in range(60)
+    ]
+    log: list[tuple[str, float]] = []
+    replays = {
+        group: _WatchedReplay(r.policy, r.workloads, r.options, group, log)
+        for group, r in group_replays(policy, copy.deepcopy(stream)).items()
+    }
+    assert len(replays) == 3
+    frame = frame_of((w for w, _ in stream), start=None, horizon=None)
+    marks = milestones(frame)
+    results = replay_part(replays, frame)
+    for low, high in zip([frame.start, *marks], [*marks, math.inf], strict=True):
+        groups = [group for group, until in log if low < until <= high]
+        runs = [group for i, group in enumerate(groups) if i == 0 or groups[i - 1] != group]
+        assert len(groups) > len(runs), (low, groups)  # several slices each
+        assert sorted(runs) == sorted(set(runs)), (low, runs)  # one run a group
+    whole = Simulator(policy, copy.deepcopy(stream))
+    assert everything(merge(results)) == everything(whole.run())
