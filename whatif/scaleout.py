@@ -154,7 +154,8 @@ def claim(part_id: int) -> str | None:
 
 def run_part(part_id: int, token: str, between: Callable[[], None] | None = None) -> str:
     """Replay a claimed part: beat, hand figures over at each milestone, and
-    store the results; ``between`` runs every slice (the run's own watch).
+    store the results; ``between`` runs after every slice of each of its
+    replays (the run's own watch).
     Returns ``done``, ``failed`` or ``taken over``."""
     mine = ReplayPart.objects.filter(pk=part_id, token=token)
     stored = mine.values_list("replays", "signature", "run_id", "index").first()

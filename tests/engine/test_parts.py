@@ -212,5 +212,39 @@ def test_a_part_advances_each_replay_to_a_milestone_before_the_next() -> None:
         runs = [group for i, group in enumerate(groups) if i == 0 or groups[i - 1] != group]
         assert len(groups) > len(runs), (low, groups)  # several slices each
         assert sorted(runs) == sorted(set(runs)), (low, runs)  # one run a group
+        if math.isfinite(high):
+            # Each goes as far as the milestone and stops there.
+            assert sorted(runs) == sorted(replays), (high, runs)
+            for group in replays:
+                assert max(u for g, u in log if g == group and u <= high) == high
     whole = Simulator(policy, copy.deepcopy(stream))
     assert everything(merge(results)) == everything(whole.run())
+
+
+def test_the_share_never_reads_done_before_the_end() -> None:
+    # Two jobs at once in one queue: the first admitted (by name) never
+    # finishes (no timer), so between the two cycles of that instant the
+    # replay has no event left and reads as done, until the second is
+    # admitted. The share told in between must not say so and step back.
+    policy = parse(one_queue("BestEffortFIFO", 4)).policy
+    stream = [
+        (
+            Workload(
+                name=name,
+                cluster_queue="q",
+                pod_sets=(PodSet("main", 1, {GPU: 1}),),
+                creation_time=0.0,
+                runtime=runtime,
+            ),
+            "c",
+        )
+        for name, runtime in (("a-forever", math.inf), ("b-brief", 100.0))
+    ]
+    replays = group_replays(policy, stream)
+    frame = frame_of((w for w, _ in stream), start=None, horizon=None)
+    shares: list[float] = []
+    results = replay_part(replays, frame, between=shares.append, between_every=0.0)
+    assert sum(r.admissions for r in results.values()) == 2
+    assert shares == sorted(shares), shares
+    assert shares[-1] == 1.0
+    assert all(share < 1.0 for share in shares[:-1]), shares
