@@ -203,13 +203,16 @@ class SchedulerState:
                     roots |= self._node_sharers.get(flavor, set())
         return roots
 
-    def _hold(self, workload: Workload) -> None:
+    def _hold(self, workload: Workload, usage: dict[FlavorResource, int] | None = None) -> None:
+        """Its quota held; ``usage`` is what it holds (``Workload.usage``),
+        if already worked out."""
         for root in self._trees_affected(workload):
             self.tree_versions[root] += 1
         self.queue_versions[workload.cluster_queue] += 1
         if workload.admitted_at is None:
             self.unstamped.add(workload.key)
-        usage = workload.usage()
+        if usage is None:
+            usage = workload.usage()
         self.usage_of[workload.key] = usage
         name = workload.cluster_queue
         held = self.reserved[name]
@@ -428,6 +431,8 @@ class SchedulerState:
 
     def _pending_checks(self, workload: Workload) -> dict[str, CheckState]:
         queue = self.policy.cluster_queues[workload.cluster_queue]
+        if not queue.admission_checks:
+            return {}  # most queues: asked at every admission
         used = {
             flavor for flavors in (workload.admission or {}).values() for flavor in flavors.values()
         }
