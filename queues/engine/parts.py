@@ -93,7 +93,7 @@ def replay_part(
             while mine < stop and not simulator.done:
                 mine = advance_together((simulator,), mine, width, stop)
                 if between is not None:
-                    between(progress.moved(place))
+                    between(progress.moved(place, over=simulator.done))
             reached = max(reached, mine)
         at = reached
         if at_milestone is not None and math.isfinite(stop):
@@ -125,16 +125,21 @@ class _Progress:
         self.span = max(frame.expected_end - frame.start, 1e-9)
         self.done = 0.0
 
-    def moved(self, place: int) -> float:
-        """The share once the ``place``-th replay has moved. Its clock and
-        its finished workloads only grow, so the sum never goes back;
-        whether it is done is not read: between two cycles of one event time
-        a replay with no timer left reads as done, until the next cycle
-        admits a workload that will finish."""
+    def moved(self, place: int, *, over: bool = False) -> float:
+        """The share once the ``place``-th replay has moved, ``over`` once
+        it has ended (a replay can end before its clock reaches the span's
+        end, or with workloads that never finish: then all of it). Its clock
+        and its finished workloads only grow, so the sum never goes back.
+        Whether it is over is for the caller to say, between slices: between
+        two cycles of one event time a replay with no timer left reads as
+        done, until the next cycle admits a workload that will finish."""
         simulator = self.replays[place]
-        clock = min(1.0, max(0.0, (simulator.now - self.start) / self.span))
-        finished = simulator.finished / simulator.total if simulator.total else 0.0
-        share = max(clock, finished)
+        if over:
+            share = 1.0
+        else:
+            clock = min(1.0, max(0.0, (simulator.now - self.start) / self.span))
+            finished = simulator.finished / simulator.total if simulator.total else 0.0
+            share = max(clock, finished)
         self.done += self.weights[place] * (share - self.shares[place])
         self.shares[place] = share
         return min(0.99, self.done)

@@ -115,15 +115,22 @@ def test_a_burst_in_one_event_time_still_calls_between_inside_it() -> None:
     assert shares[-1] == 1.0
 
 
+def independent_queues(gpus: int, *names: str) -> Policy:
+    """``one_queue``'s queue "q" and copies of it named ``names``, each a
+    cohort tree of its own."""
+    document = one_queue("BestEffortFIFO", gpus)
+    for name in names:
+        other = copy.deepcopy(document["clusterQueues"][0])
+        other["name"] = name
+        document["clusterQueues"].append(other)
+    return parse(document).policy
+
+
 def test_the_share_told_inside_slices_never_goes_back() -> None:
     # Two independent queues, each with a burst inside the first hour-long
     # slice: "q" advances first and cycles its burst at 3,000 s, then "q2"
     # cycles its own at 600 s. The share told must not step back with it.
-    document = one_queue("BestEffortFIFO", 64)
-    second = copy.deepcopy(document["clusterQueues"][0])
-    second["name"] = "q2"
-    document["clusterQueues"].append(second)
-    policy = parse(document).policy
+    policy = independent_queues(64, "q2")
     span = 500 * 3600.0  # 500 slices of an hour
 
     def burst(queue: str, at: float) -> list[tuple[Workload, str]]:
@@ -178,12 +185,7 @@ def test_a_part_advances_each_replay_to_a_milestone_before_the_next() -> None:
     # milestones, each group's replay goes there slice by slice before the
     # next group's starts (its state stays in the caches), never all three a
     # slice at a time; and the answers are the whole replay's.
-    document = one_queue("BestEffortFIFO", 4)
-    for name in ("q2", "q3"):
-        other = copy.deepcopy(document["clusterQueues"][0])
-        other["name"] = name
-        document["clusterQueues"].append(other)
-    policy = parse(document).policy
+    policy = independent_queues(4, "q2", "q3")
     stream = [
         (
             Workload(
@@ -248,3 +250,40 @@ def test_the_share_never_reads_done_before_the_end() -> None:
     assert shares == sorted(shares), shares
     assert shares[-1] == 1.0
     assert all(share < 1.0 for share in shares[:-1]), shares
+
+
+def test_a_replay_over_before_the_span_counts_whole_at_once() -> None:
+    # One queue's only job never finishes: its replay is over once it is
+    # admitted, its clock far from the span's end. The share told right
+    # after it must count it whole (half the part: one workload of two),
+    # not wait for the part's end.
+    policy = independent_queues(4, "q2")
+    stream = [
+        (
+            Workload(
+                name=name,
+                cluster_queue=queue,
+                pod_sets=(PodSet("main", 1, {GPU: 1}),),
+                creation_time=0.0,
+                runtime=runtime,
+            ),
+            "c",
+        )
+        for name, queue, runtime in (("forever", "q", math.inf), ("day", "q2", 86400.0))
+    ]
+    log: list[tuple[str, float]] = []
+    made = group_replays(policy, stream)
+    replays = {
+        group: _WatchedReplay(
+            made[group].policy, made[group].workloads, made[group].options, group, log
+        )
+        for group in sorted(made, key=lambda g: "q2" in g)  # the never-ending one first
+    }
+    frame = frame_of((w for w, _ in stream), start=None, horizon=None)
+    told: list[tuple[int, float]] = []
+    replay_part(replays, frame, between=lambda share: told.append((len(log), share)))
+    first = next(iter(replays))
+    its_last = max(i for i, (group, _) in enumerate(log) if group == first) + 1
+    assert [share for seen, share in told if seen == its_last] == [0.5]
+    assert [share for _, share in told] == sorted(share for _, share in told)
+    assert told[-1][1] == 1.0
