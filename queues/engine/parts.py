@@ -87,15 +87,13 @@ def replay_part(
         # slice: one replay's state stays warm in the processor's caches. All
         # of them advanced a slice at a time took 7-10% longer
         # (docs/replay-scale-history.md).
-        reached = at
         for place, simulator in enumerate(simulators.values()):
             mine = at
             while mine < stop and not simulator.done:
                 mine = advance_together((simulator,), mine, width, stop)
                 if between is not None:
                     between(progress.moved(place, over=simulator.done))
-            reached = max(reached, mine)
-        at = reached
+        at = stop  # where every replay not over now stands
         if at_milestone is not None and math.isfinite(stop):
             # Every milestone, even once this part is over: the run reads the
             # parts' figures at one milestone, each as of that time.
