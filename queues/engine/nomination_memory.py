@@ -280,7 +280,11 @@ class NominationMemory(SchedulerState):
             if block is None or not block.kept:
                 continue
             told = block.told_kept()
-            self.status.update(told)
+            if told is not block.told:
+                self.status.update(told)
+            elif not block.in_status:
+                self.status.update(told)
+                block.in_status = True
             result.evaluated.update(told)
             # As asking would count them: with other figures, refreshed.
             refreshed = len(block.refigured)

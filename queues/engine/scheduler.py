@@ -215,10 +215,12 @@ class Scheduler(NominationMemory):
         last_root: str | None = None
         tree_quiet = False
         tree_block: StandingBlock | None = None
+        slots = self.slots
         for name in self.board.ready_among(groups):
-            if name in self._stopped:
+            slot = slots[name]
+            if slot.stopped:
                 continue  # its tree is met only through the queues it cycles
-            root = self._root_of[name]
+            root = slot.root
             if root != last_root:
                 last_root = root
                 tree_quiet = root in quiet
@@ -230,7 +232,7 @@ class Scheduler(NominationMemory):
                     tree_block = blocks.get(root)
             if tree_quiet:
                 continue
-            pending_queue = self.queues[name]
+            pending_queue = slot.pending
             resting = pending_queue.resting if leave_standing else None
             if resting is not None:
                 block = tree_block
@@ -239,8 +241,7 @@ class Scheduler(NominationMemory):
                 if block is not None and not self.check_reuse:
                     block.kept.append(name)  # told with its block (_tell_kept)
                     continue
-                queue = self.policy.cluster_queues[name]
-                entry = self._nomination(resting, queue)
+                entry = self._nomination(resting, slot.queue)
                 told = self._standing(entry)
                 if block is not None and told != block.told[resting.key]:
                     said = block.told[resting.key]
@@ -255,8 +256,7 @@ class Scheduler(NominationMemory):
                 continue
             workload = pending_queue.pop()
             if workload is not None:
-                queue = self.policy.cluster_queues[name]
-                heads.append(self._to_process(self._nomination(workload, queue)))
+                heads.append(self._to_process(self._nomination(workload, slot.queue)))
         admitted_now: set[str] = set()
         victims: dict[str, Target] = {}
         # Usage that stands only for this cycle: preemptors waiting for their

@@ -46,6 +46,22 @@ class LedgerRanking:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class QueueSlot:
+    """A ClusterQueue as a cycle visits it: its pending queue, its policy,
+    its cohort tree's root and whether it is stopped, all fixed while the
+    scheduler lives (policies are frozen). One lookup by name where a
+    cycle made four, for each of the dozens of queues it walks."""
+
+    def __init__(
+        self, pending: PendingQueue, queue: ClusterQueue, root: str, stopped: bool
+    ) -> None:
+        self.pending = pending
+        self.queue = queue
+        self.root = root
+        self.stopped = stopped
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SchedulerState:
     """Cluster state, and how it changes outside the cycle. Times are seconds on
     the caller's clock."""
@@ -120,6 +136,10 @@ class SchedulerState:
         self._stopped = [
             name for name, queue in policy.cluster_queues.items() if not self._active(queue)
         ]
+        self.slots = {
+            name: QueueSlot(self.queues[name], queue, self._root_of[name], name in self._stopped)
+            for name, queue in policy.cluster_queues.items()
+        }
         self.status: dict[str, Pending] = {}
         # Root cohort (or queue) names whose parked workloads should queue again.
         self._unpark_requests: set[str] = set()

@@ -436,3 +436,28 @@ def test_a_head_whose_nomination_was_let_go_is_asked_not_told_with_its_block() -
         counts.append((scheduler.nominated, scheduler.reused, scheduler.left_standing))
     assert counts[0] == counts[1]
     assert counts[0][0]["a0"] == 2  # asked afresh once the table let its answer go
+
+
+def _statuses(policy: Policy, workloads: list[Workload], blocks: bool) -> list[dict[str, str]]:
+    """What the scheduler's status says of every workload after each cycle."""
+    simulator = Simulator(policy, [(w, "class") for w in copy.deepcopy(workloads)])
+    simulator.scheduler.standing_blocks = blocks
+    simulator.park_in_place = False
+    status = simulator.scheduler.status
+    seen: list[dict[str, str]] = []
+    simulator.after_cycle = lambda cycle: seen.append(
+        {key: f"{p.reason}: {p.message}" for key, p in status.items()}
+    )
+    simulator.run()
+    return seen
+
+
+def test_a_block_told_again_unchanged_leaves_the_status_as_writing_it_would() -> None:
+    # A block told again with nothing in it changed does not write its
+    # heads' status again (StandingBlock.in_status): after every cycle the
+    # status must read as with no blocks, where each head is written as asked.
+    for seed in range(60):
+        for cohort in (_busy_cohort, _reclaiming_cohort):
+            policy, workloads = cohort(random.Random(seed))
+            with_blocks = _statuses(policy, workloads, blocks=True)
+            assert with_blocks == _statuses(policy, workloads, blocks=False), (seed, cohort)
