@@ -114,13 +114,13 @@ def borrowing_now(queue_names: list[str]) -> list[QueueBorrowing]:
             if node.parent is None:
                 continue  # not in a cohort: nobody to borrow from
             fr = (flavor, GPU)
-            own_unused = max(0, node.nominal(fr) - node.usage.get(fr, 0))
+            own_unused = max(0, node.nominal(fr) - node.used(fr))
             can = max(0, node.available(fr) - own_unused)
             peers = [p for p in node.root().queues() if p is not node]
             lenders = []
             for peer in peers:
                 # Unused quota it may lend, less what it already lends to others.
-                unused = max(0, peer.nominal(fr) - peer.usage.get(fr, 0))
+                unused = max(0, peer.nominal(fr) - peer.used(fr))
                 limit = peer.lending_limit(fr)
                 lendable = unused if limit is None else min(unused, limit)
                 idle = max(0, lendable - usage.get(peer.name, {}).get(flavor, (0, 0, 0))[2])

@@ -183,7 +183,7 @@ def _shortfall(scheduler: Scheduler, queue: str, check: QuotaCheck) -> Shortfall
         borrowing_limit=(
             _q(resource, check.borrowing_limit) if check.borrowing_limit is not None else None
         ),
-        queue_usage=_q(resource, node.usage.get(fr, 0)),
+        queue_usage=_q(resource, node.used(fr)),
         cohort_available=(
             _q(resource, max(0, cohort_available)) if cohort_available is not None else None
         ),

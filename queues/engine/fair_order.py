@@ -59,7 +59,7 @@ def _tournament(tree: QuotaTree, cohort: Node, entries: list[EntryLike]) -> Entr
             child: Node = queue
             for ancestor in queue.ancestors():
                 borrowing = any(
-                    amount > 0 and child.usage.get(fr, 0) > child.subtree.get(fr, 0)
+                    amount > 0 and child.used(fr) > child.subtree.get(fr, 0)
                     for fr, amount in usage.items()
                 )
                 scores[(id(ancestor), id(entry))] = (borrowing, dominant_resource_share(child))

@@ -51,9 +51,7 @@ class FairSharingSearch(VictimSearch):
             and policy.reclaim_within_cohort is not ReclaimWithinCohort.NEVER
         ):
             for other in node.root().queues():
-                if other is node or not any(
-                    other.usage.get(fr, 0) > other.nominal(fr) for fr in contested
-                ):
+                if other is node or not any(other.used(fr) > other.nominal(fr) for fr in contested):
                     continue
                 for workload in self._using(other.name, preemptor, contested):
                     if self._satisfies(policy.reclaim_within_cohort.value, preemptor, workload):
@@ -70,7 +68,7 @@ class FairSharingSearch(VictimSearch):
         removed: list[tuple[Candidate, Reason]] = []
         fitted = False
         try:
-            within_nominal = all(node.usage.get(fr, 0) <= node.nominal(fr) for fr in contested)
+            within_nominal = all(node.used(fr) <= node.nominal(fr) for fr in contested)
             strategies = self.policy.fair_sharing_strategies
             fitted, retry = self._fair_first_pass(
                 node, per_queue, usage, removed, within_nominal, strategies[0]

@@ -42,7 +42,7 @@ def dominant_resource_share(node: Node) -> Share:
         return ZERO
     borrowed: dict[str, int] = {}
     for fr, quota in node.subtree.items():
-        over = node.usage.get(fr, 0) - quota
+        over = node.used(fr) - quota
         if over > 0:
             borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
     if not borrowed:

@@ -334,7 +334,7 @@ class Preemptor(FirstCandidates):
             if not amount or limit is None:
                 continue
             freed = sum(self.usage_of[c.workload.key].get(fr, 0) for c in same)
-            if amount > node.subtree.get(fr, 0) + limit - node.usage.get(fr, 0) + freed:
+            if amount > node.subtree.get(fr, 0) + limit - node.used(fr) + freed:
                 return True
         return False
 
@@ -381,7 +381,7 @@ class Preemptor(FirstCandidates):
         if single is not None:
             for name, most in largest.items():
                 other, freed = queues[name], taken[name]
-                excess = other.usage.get(single, 0) - other.subtree.get(single, 0)
+                excess = other.used(single) - other.subtree.get(single, 0)
                 freed[single] = max(0, min(freed.get(single, 0), excess + most - 1))
         for name, freed in taken.items():
             self.tree.remove(name, freed)
@@ -438,8 +438,7 @@ class Preemptor(FirstCandidates):
         node: Node, request: dict[FlavorResource, int]
     ) -> tuple[bool, dict[FlavorResource, int]]:
         fits = all(
-            node.subtree.get(fr, 0) >= node.usage.get(fr, 0) + amount
-            for fr, amount in request.items()
+            node.subtree.get(fr, 0) >= node.used(fr) + amount for fr, amount in request.items()
         )
         remaining = {
             fr: max(0, amount - node.local_available(fr)) for fr, amount in request.items()
@@ -456,7 +455,7 @@ class Preemptor(FirstCandidates):
     ) -> list[bool]:
         forbidden = borrow is BorrowWithinCohort.NEVER
         no_other = not has_hierarchy and not has_by_priority
-        under_nominal = all(node.usage.get(fr, 0) < node.nominal(fr) for fr in contested)
+        under_nominal = all(node.used(fr) < node.nominal(fr) for fr in contested)
         if no_other or (forbidden and not under_nominal):
             return [True]
         if forbidden and not has_hierarchy:

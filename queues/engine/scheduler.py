@@ -518,7 +518,7 @@ class Scheduler(NominationMemory):
         node = self.tree.queues[entry.queue.name]
         hold: dict[FlavorResource, int] = {}
         for fr, amount in entry.assignment.usage.items():
-            used = node.usage.get(fr, 0)
+            used = node.used(fr)
             if entry.assignment.borrowing > 0:
                 limit = node.borrowing_limit(fr)
                 hold[fr] = (

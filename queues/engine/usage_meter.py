@@ -214,7 +214,7 @@ class UsageMeter:
         queues = self.scheduler.tree.queues
         by_tree: dict[int, tuple[_Tree, list[str]]] = {}
         for name in touched:
-            if not every_touched and not self._moved(name, queues[name].usage):
+            if not every_touched and not self._moved(name, queues[name]):
                 continue
             tree = self._tree_of[name]
             by_tree.setdefault(id(tree), (tree, []))[1].append(name)
@@ -280,18 +280,19 @@ class UsageMeter:
         self.scheduler.tree.touched.update(self.scheduler.tree.queues)
         self.settle(now, every_touched=True)
 
-    def _moved(self, name: str, usage: dict[FlavorResource, int]) -> bool:
+    def _moved(self, name: str, node: Node) -> bool:
         """Whether the queue's usage differs from the rates it was last
         settled with. Asked for every queue touched at every event time."""
         tallies = self._rates[name].tallies
         for tally in tallies:
             if tally.cell.used != tally.used:
                 return True
-        if len(usage) == len(tallies):
+        written = node.written
+        if len(written) == len(tallies):
             return False
         # Flavor-resources held since: moved unless each is held at 0.
         known = {tally.fr for tally in tallies}
-        return any(amount for fr, amount in usage.items() if fr not in known)
+        return any(cell.used for cell in written if cell.fr not in known)
 
     def _settle_queue(self, name: str, tree: _Tree, now: float, changed: list[_Pool]) -> None:
         rates = self._rates[name]
@@ -314,12 +315,10 @@ class UsageMeter:
                     tally.borrowed_total += over * dt
         rates.since = now
         node = self.scheduler.tree.queues[name]
-        usage = node.usage
-        if len(usage) != len(tallies):
-            # Only a queue's cells write its usage (Cell.add): each one there has a cell.
+        written = node.written
+        if len(written) != len(tallies):
             known = {tally.fr for tally in tallies}
-            cells = node.cells
-            tallies.extend(_Tally(cells[fr]) for fr in usage if fr not in known)
+            tallies.extend(_Tally(cell) for cell in written if cell.fr not in known)
         for tally in tallies:
             cell = tally.cell
             used = cell.used
@@ -397,7 +396,8 @@ class UsageMeter:
         self.series["t"].append(at)
         for name, node in self.scheduler.tree.queues.items():
             used = borrowed = 0
-            for fr, amount in node.usage.items():
+            for cell in node.written:
+                fr, amount = cell.fr, cell.used
                 if fr[1] == self.main_resource:
                     used += amount
                     borrowed += max(0, amount - node.nominal(fr))

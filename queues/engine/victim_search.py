@@ -101,9 +101,8 @@ def usage_along(node: Node, usage: dict[FlavorResource, int]) -> tuple[int, ...]
     held: list[int] = []
     level: Node | None = node
     while level is not None:
-        used = level.usage
         for fr in usage:
-            held.append(used.get(fr, 0))
+            held.append(level.used(fr))
         level = level.parent
     return tuple(held)
 

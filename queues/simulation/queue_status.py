@@ -35,7 +35,7 @@ def cluster_queue_status(
             continue
         flavors: dict[str, list[dict[str, Any]]] = {}
         for (flavor, resource), quota in sorted(node.quotas.items()):
-            used = node.usage.get((flavor, resource), 0)
+            used = node.used((flavor, resource))
             flavors.setdefault(flavor, []).append(
                 {
                     "name": resource,

@@ -129,8 +129,8 @@ def test_within_nominal_follows_usage_through_adds_and_removes(
     """``Node.within_nominal`` reads a set kept up to date as usage changes; it
     must say what usage against the subtree quota says, at every node, after
     any sequence of adds and removes (a lending limit stops usage on the way up).
-    Each node's usage is kept twice, in its cells and in ``Node.usage``: the
-    two agree throughout."""
+    Each node's usage is kept once, in its cells; ``Node.used`` and
+    ``Node.usage`` read them and agree throughout."""
     inner = Cohort(
         "inner",
         parent="outer",
@@ -153,7 +153,7 @@ def test_within_nominal_follows_usage_through_adds_and_removes(
         for node in nodes:
             # The usage the rest of the engine reads is the cell's, the one
             # the quota checks read.
-            assert node.cell(FR).used == node.usage.get(FR, 0), (node, node.usage)
+            assert node.cell(FR).used == node.used(FR) == node.usage.get(FR, 0), node
             expected = node.usage.get(FR, 0) <= node.subtree.get(FR, 0)
             assert node.within_nominal({FR}) is expected, (node, node.usage, node.subtree)
             assert node.within_nominal(set()) is True
@@ -306,3 +306,22 @@ def test_used_no_less_is_every_figure_along_the_tree_at_least_the_one_read(
     expected = all(held >= then for held, then in zip(now, read, strict=True))
     assert used_no_less(node, asked, tuple(read)) is expected
     assert used_no_less(node, asked, now)
+
+
+def test_a_nodes_usage_lists_what_its_cells_wrote_in_the_order_first_written() -> None:
+    # What the usage meter and the repeat signatures read: every
+    # flavor-resource ever held there, 0 where given back, first held first.
+    mem = flavor_resource("default", "memory")
+    group = ResourceGroup(
+        ("cpu", "memory"),
+        (FlavorQuotas("default", {"cpu": Quota(4), "memory": Quota(8)}),),
+    )
+    t = tree(ClusterQueue("a", cohort="c", resource_groups=(group,)))
+    node, root = t.queues["a"], t.cohorts["c"]
+    assert node.usage == {} and node.used(FR) == 0
+    t.add("a", {mem: 3})
+    t.add("a", {FR: 6})  # nothing kept locally: all of it is the cohort's usage too
+    assert list(node.usage.items()) == [(mem, 3), (FR, 6)]
+    assert (node.used(FR), root.used(FR), root.used(mem)) == (6, 6, 3)
+    t.remove("a", {mem: 3})
+    assert list(node.usage.items()) == list(root.usage.items()) == [(mem, 0), (FR, 6)]
