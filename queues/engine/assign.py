@@ -211,7 +211,11 @@ class Assignment:
 
     @property
     def needs_preemption(self) -> bool:
-        return Mode.NO_FIT < self.mode < Mode.FIT
+        # By identity, not ``NO_FIT < mode < FIT``: compiled, an IntEnum's
+        # comparison goes through the generic rich compare, and this is
+        # asked of every head at every cycle.
+        mode = self.mode
+        return mode is not Mode.NO_FIT and mode is not Mode.FIT
 
     def flavors(self) -> dict[str, dict[str, str]]:
         return {p.name: dict(p.flavors) for p in self.pod_sets}
