@@ -23,21 +23,7 @@ from queues.engine.queueing import forget
 from queues.engine.scheduler_state import SchedulerState
 from queues.engine.standing_block import RangedAnswer, RangedReading, StandingBlock
 from queues.engine.victim_search import HopelessRead
-from queues.engine.witness import Witness, as_asked, quota_only, witness_now
-
-
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class Nomination:
-    """A head's last nomination: its tree's version then, its entry, and
-    what it read (``Witness``; None: more than that). Fields, set again in
-    place when the answer is read again (``_read_again``), asked afresh or
-    worded (``_worded``): a tuple would be made, and its table entry
-    written, at each of those, millions of them in a busy month."""
-
-    def __init__(self, version: int, entry: Entry, witness: Witness | None) -> None:
-        self.version = version
-        self.entry = entry
-        self.witness = witness
+from queues.engine.witness import Nomination, Witness, as_asked, quota_only, witness_now
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -63,6 +49,9 @@ class NominationMemory(SchedulerState):
     ) -> None:
         # Each pending head's last nomination, with its tree's version then.
         self._nominations: dict[str, Nomination] = {}
+        # How often the table was cleared: a block's head keeps its
+        # nomination, which a clear lets go (StandingBlock, _told_by_block).
+        self._cleared = 0
         # Per cohort tree whose last cycle changed nothing: its signature then
         # and what that cycle reported for its heads (see _quiet_trees).
         self._quiet: dict[str, QuietTree] = {}
@@ -218,8 +207,11 @@ class NominationMemory(SchedulerState):
         head = block.resting_head(name, resting)
         if head is None:
             return False
-        known = self._nominations.get(resting.key)
-        if known is None or known.entry is not head.entry:
+        # The table's nomination, kept with the head: it stays the table's
+        # until the table is cleared (or the workload finishes, and rests
+        # nowhere), and its entry is the head's until it is asked again.
+        known = head.nomination
+        if known is None or head.cleared != self._cleared or known.entry is not head.entry:
             return False
         return block.version_holds or (
             head.ranged_version == self.queue_versions[name] and name not in block.lapsed
@@ -333,7 +325,8 @@ class NominationMemory(SchedulerState):
                 block.version = before[root][0]
                 self._blocks[root] = block
             for entry, told in added or ():
-                block.add(entry, told, self._range_witness(entry))
+                known = self._nominations.get(entry.workload.key)
+                block.add(entry, told, self._range_witness(entry), known, self._cleared)
 
     def _remember_quiet(
         self,
@@ -418,6 +411,7 @@ class NominationMemory(SchedulerState):
         entry, witness = self._nominate(workload, queue)
         if len(self._nominations) > 4 * len(self.workloads) + 1024:
             self._nominations.clear()  # of workloads gone other than by finish()
+            self._cleared += 1
             known = None
         if known is None:
             self._nominations[workload.key] = Nomination(version, entry, witness)

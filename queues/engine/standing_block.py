@@ -13,6 +13,7 @@ from mypy_extensions import mypyc_attr
 from queues.engine.model import FlavorResource, Workload
 from queues.engine.outcomes import Entry, Pending
 from queues.engine.quota import Cell
+from queues.engine.witness import Nomination
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -45,15 +46,25 @@ RangedAnswer = tuple[int, list[RangedReading], float | None]
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class BlockHead:
-    """One queue's head in its tree's block: the workload, its entry, and
-    its queue's version when its answer holds over ranges (else -1). One
-    lookup for what a cycle checks of every head it tells with the block
-    (``NominationMemory._told_by_block``)."""
+    """One queue's head in its tree's block: the workload, its entry, its
+    queue's version when its answer holds over ranges (else -1), and its
+    nomination in the scheduler's table then, with how often the table had
+    been cleared. One lookup for what a cycle checks of every head it
+    tells with the block (``NominationMemory._told_by_block``)."""
 
-    def __init__(self, workload: Workload, entry: Entry, ranged_version: int) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        entry: Entry,
+        ranged_version: int,
+        nomination: Nomination | None,
+        cleared: int,
+    ) -> None:
         self.workload = workload
         self.entry = entry
         self.ranged_version = ranged_version
+        self.nomination = nomination
+        self.cleared = cleared
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -109,15 +120,22 @@ class StandingBlock:
         # a replay, a dict set per head per cycle.
         self.in_status = False
 
-    def add(self, entry: Entry, told: Pending, ranged: RangedAnswer | None) -> None:
+    def add(
+        self,
+        entry: Entry,
+        told: Pending,
+        ranged: RangedAnswer | None,
+        nomination: Nomination | None,
+        cleared: int,
+    ) -> None:
         name = entry.queue.name
         self.told[entry.workload.key] = told
         self.in_status = False
         if ranged is None:
-            self.heads[name] = BlockHead(entry.workload, entry, -1)
+            self.heads[name] = BlockHead(entry.workload, entry, -1, nomination, cleared)
             return
         version, self.readings[name], ordered = ranged
-        self.heads[name] = BlockHead(entry.workload, entry, version)
+        self.heads[name] = BlockHead(entry.workload, entry, version, nomination, cleared)
         if ordered is not None:
             self.searching[name] = ordered
 

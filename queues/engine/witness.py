@@ -7,6 +7,8 @@ Pure Python: no Django, no kubernetes client.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from queues.engine.assign import Mode
 from queues.engine.model import FlavorResource
 from queues.engine.outcomes import Entry
@@ -20,6 +22,20 @@ from queues.engine.victim_search import HopelessRead
 # the readings only through which requests fit at what borrowing level: every
 # victim search it asked came back empty (see assign.refreshed).
 Witness = tuple[int, tuple[CellReading, ...], tuple[HopelessRead, ...]]
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Nomination:
+    """A head's last nomination: its tree's version then, its entry, and
+    what it read (``Witness``; None: more than that). Fields, set again in
+    place when the answer is read again (``_read_again``), asked afresh or
+    worded (``_worded``): a tuple would be made, and its table entry
+    written, at each of those, millions of them in a busy month."""
+
+    def __init__(self, version: int, entry: Entry, witness: Witness | None) -> None:
+        self.version = version
+        self.entry = entry
+        self.witness = witness
 
 
 def as_asked(witness: Witness | None) -> object:

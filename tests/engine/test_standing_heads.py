@@ -406,38 +406,6 @@ def test_heads_with_hopeless_searches_told_with_their_blocks_replay_as_asked() -
     assert searches_over_ranges > 100  # the searches' floors were put to the test
 
 
-def test_a_head_whose_nomination_was_let_go_is_asked_not_told_with_its_block() -> None:
-    # The nomination table is cleared when it outgrows the workloads (of
-    # workloads gone other than by finish: seeded here by hand). A cycle
-    # that clears it while a block holds the gang must leave the block
-    # behind: asked, the gang is nominated afresh, as with no blocks.
-    parking = cohort_queue("a9", 0, cohort="ta")
-    parking["queueingStrategy"] = "BestEffortFIFO"
-    scenario = parse(
-        {
-            "resourceFlavors": [{"name": "h100"}],
-            "clusterQueues": [cohort_queue("a0", 2, cohort="ta"), parking],
-            "workloads": [cohort_job("gang", "a0", 3, 0)]
-            + [cohort_job(f"p{i}", "a9", 5, i) for i in range(1, 4)],
-        }
-    )
-    counts = []
-    for blocks in (True, False):
-        scheduler = Scheduler(scenario.policy)
-        scheduler.standing_blocks = blocks
-        by_name = {w.name: copy.deepcopy(w) for w in scenario.workloads}
-        scheduler.add(by_name["gang"])
-        scheduler.cycle(now=0.0)
-        for i in range(4 * len(scenario.workloads) + 1025):
-            scheduler._nominations[f"gone/{i}"] = scheduler._nominations["default/gang"]
-        for now, name in enumerate(("p1", "p2", "p3"), start=1):
-            scheduler.add(by_name[name])  # its fresh nomination clears the table
-            scheduler.cycle(now=float(now))
-        counts.append((scheduler.nominated, scheduler.reused, scheduler.left_standing))
-    assert counts[0] == counts[1]
-    assert counts[0][0]["a0"] == 2  # asked afresh once the table let its answer go
-
-
 def _statuses(policy: Policy, workloads: list[Workload], blocks: bool) -> list[dict[str, str]]:
     """What the scheduler's status says of every workload after each cycle."""
     simulator = Simulator(policy, [(w, "class") for w in copy.deepcopy(workloads)])
@@ -461,3 +429,74 @@ def test_a_block_told_again_unchanged_leaves_the_status_as_writing_it_would() ->
             policy, workloads = cohort(random.Random(seed))
             with_blocks = _statuses(policy, workloads, blocks=True)
             assert with_blocks == _statuses(policy, workloads, blocks=False), (seed, cohort)
+
+
+def _asked_with_and_without_blocks(scenario: Any, steps: list[str | float]) -> list[Any]:
+    """What nominating cost (fresh per queue, reused, left standing) with
+    blocks and without, after ``steps``: a workload's name adds it, a time
+    runs a cycle then, and "outgrow" seeds the nomination table with
+    entries of workloads gone other than by finish, so that the next fresh
+    nomination clears it (it is cleared when it outgrows the workloads)."""
+    counts = []
+    for blocks in (True, False):
+        scheduler = Scheduler(scenario.policy)
+        scheduler.standing_blocks = blocks
+        by_name = {w.name: copy.deepcopy(w) for w in scenario.workloads}
+        for step in steps:
+            if isinstance(step, float):
+                scheduler.cycle(now=step)
+            elif step == "outgrow":
+                for i in range(4 * len(scenario.workloads) + 1025):
+                    scheduler._nominations[f"gone/{i}"] = scheduler._nominations["default/gang"]
+            else:
+                scheduler.add(by_name[step])
+        counts.append((scheduler.nominated, scheduler.reused, scheduler.left_standing))
+    return counts
+
+
+def test_a_head_whose_nomination_was_let_go_is_asked_not_told_with_its_block() -> None:
+    # A cycle that clears the table while a block holds the gang must leave
+    # the block behind: asked, the gang is nominated afresh, as with no
+    # blocks. Each of p1..p3 is nominated afresh, the first clearing it.
+    parking = cohort_queue("a9", 0, cohort="ta")
+    parking["queueingStrategy"] = "BestEffortFIFO"
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [cohort_queue("a0", 2, cohort="ta"), parking],
+            "workloads": [cohort_job("gang", "a0", 3, 0)]
+            + [cohort_job(f"p{i}", "a9", 5, i) for i in range(1, 4)],
+        }
+    )
+    steps: list[str | float] = ["gang", 0.0, "outgrow", "p1", 1.0, "p2", 2.0, "p3", 3.0]
+    counts = _asked_with_and_without_blocks(scenario, steps)
+    assert counts[0] == counts[1]
+    assert counts[0][0]["a0"] == 2  # asked afresh once the table let its answer go
+
+
+def test_a_head_whose_block_still_holds_is_asked_once_the_table_let_its_nomination_go() -> None:
+    # As above, with the gang's tree unchanged but for heads queued beside
+    # it, p2 in a queue that sorts first, whose fresh nomination clears the
+    # table in the very cycle: the block's version holds, and still the
+    # gang is asked, as with no blocks (the block keeps the nomination the
+    # gang was told with, which the clear let go).
+    scenario = parse(
+        {
+            "resourceFlavors": [{"name": "h100"}],
+            "clusterQueues": [
+                cohort_queue("a0", 0, cohort="ta"),
+                cohort_queue("a1", 2, cohort="ta"),
+                cohort_queue("a2", 0, cohort="ta"),
+            ],
+            "workloads": [
+                cohort_job("gang", "a1", 3, 0),
+                cohort_job("p1", "a2", 5, 1),
+                cohort_job("p2", "a0", 5, 2),
+            ],
+        }
+    )
+    # p1 fits nowhere, and the gang is left standing, in its block, at 1.0.
+    steps: list[str | float] = ["gang", 0.0, "p1", 1.0, "outgrow", "p2", 2.0]
+    counts = _asked_with_and_without_blocks(scenario, steps)
+    assert counts[0] == counts[1]
+    assert counts[0][0]["a1"] == 2  # asked afresh once the table let its answer go
